@@ -1,0 +1,143 @@
+"""Every knob of the engine, validated in one place.
+
+The names mirror vLLM's so that what a student learns here transfers to a real
+deployment. A bad value raises ``ValueError`` naming the knob and what it accepts,
+so the lab can show that message and keep the previous run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+DEFAULT_MODEL = str(Path(__file__).parent / "default_model")
+
+STEP_ORDERS = ("decode_first", "prefill_first")
+SCHEDULING_POLICIES = ("fcfs", "priority")
+PREEMPTION_MODES = ("recompute", "swap")
+VICTIM_RULES = ("policy", "fewest_generated")
+KV_ALLOCATIONS = ("paged", "contiguous")
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("float32", "float16", "bfloat16")
+
+
+def _check(ok: bool, knob: str, allowed: str, value: object) -> None:
+    if not ok:
+        raise ValueError(f"{knob} must be {allowed}; got {value!r}")
+
+
+def _check_int(knob: str, value: object, low: int, high: int | None = None) -> None:
+    allowed = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    _check(is_int and value >= low and (high is None or value <= high), knob, allowed, value)
+
+
+def _check_choice(knob: str, value: object, choices: tuple[str, ...]) -> None:
+    _check(value in choices, knob, "one of " + ", ".join(repr(c) for c in choices), value)
+
+
+@dataclass
+class SamplingParams:
+    """How one request picks its tokens. temperature 0 means greedy."""
+
+    max_tokens: int = 32
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+    ignore_eos: bool = False
+    stop_token_ids: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        _check_int("max_tokens", self.max_tokens, 1)
+        _check(isinstance(self.temperature, (int, float)) and 0 <= self.temperature <= 5,
+               "temperature", "a number in [0, 5]", self.temperature)
+        _check(isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1, "top_p", "in (0, 1]", self.top_p)
+        if self.seed is not None:
+            _check_int("seed", self.seed, 0)
+        _check(all(isinstance(t, int) and t >= 0 for t in self.stop_token_ids),
+               "stop_token_ids", "a list of token ids", self.stop_token_ids)
+
+
+@dataclass
+class EngineConfig:
+    """The scheduler's and KV cache's knobs; see each field's comment for what it teaches."""
+
+    model: str = DEFAULT_MODEL
+    device: str = "auto"
+    dtype: str = "float32"
+    seed: int = 0
+    # Longest prompt plus output a request may have; None takes the model's limit.
+    max_model_len: int | None = None
+
+    # The KV budget: the pool holds num_gpu_blocks pages of block_size tokens each.
+    block_size: int = 16
+    num_gpu_blocks: int = 64
+    # Host-memory pool that swap preemption copies pages into.
+    num_cpu_blocks: int = 64
+
+    # Per-step limits: tokens in one forward pass and requests in the running batch.
+    max_num_batched_tokens: int = 256
+    max_num_seqs: int = 16
+
+    enable_chunked_prefill: bool = True
+    # With chunking on, caps one request's chunk so a long prompt cannot take the whole budget (0: no cap).
+    long_prefill_token_threshold: int = 0
+
+    step_order: str = "decode_first"
+    scheduling_policy: str = "fcfs"
+    preemption_mode: str = "recompute"
+    # 'policy' follows scheduling_policy (vLLM v1); 'fewest_generated' is SGLang's retraction order.
+    victim_rule: str = "policy"
+    # Fraction of the pool kept free when admitting waiting requests, so running ones can grow.
+    watermark: float = 0.0
+    enable_prefix_caching: bool = False
+    kv_allocation: str = "paged"
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        _check(isinstance(self.model, str) and self.model.strip() != "", "model", "a local folder or hub id",
+               self.model)
+        _check_choice("device", self.device, DEVICES)
+        _check_choice("dtype", self.dtype, DTYPES)
+        _check_int("seed", self.seed, 0)
+        if self.max_model_len is not None:
+            _check_int("max_model_len", self.max_model_len, 2)
+        _check_int("block_size", self.block_size, 1, 256)
+        _check_int("num_gpu_blocks", self.num_gpu_blocks, 1, 1_000_000)
+        _check_int("num_cpu_blocks", self.num_cpu_blocks, 0, 1_000_000)
+        _check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1, 1_000_000)
+        _check_int("max_num_seqs", self.max_num_seqs, 1, 100_000)
+        _check(isinstance(self.enable_chunked_prefill, bool), "enable_chunked_prefill", "True or False",
+               self.enable_chunked_prefill)
+        _check_int("long_prefill_token_threshold", self.long_prefill_token_threshold, 0)
+        _check_choice("step_order", self.step_order, STEP_ORDERS)
+        _check_choice("scheduling_policy", self.scheduling_policy, SCHEDULING_POLICIES)
+        _check_choice("preemption_mode", self.preemption_mode, PREEMPTION_MODES)
+        _check_choice("victim_rule", self.victim_rule, VICTIM_RULES)
+        _check(isinstance(self.watermark, (int, float)) and 0 <= self.watermark < 1, "watermark",
+               "a fraction in [0, 1)", self.watermark)
+        _check(isinstance(self.enable_prefix_caching, bool), "enable_prefix_caching", "True or False",
+               self.enable_prefix_caching)
+        _check_choice("kv_allocation", self.kv_allocation, KV_ALLOCATIONS)
+        if self.enable_prefix_caching and self.kv_allocation == "contiguous":
+            raise ValueError("enable_prefix_caching needs kv_allocation='paged': a contiguous reservation "
+                             "cannot share another request's blocks")
+
+    @property
+    def watermark_blocks(self) -> int:
+        return math.ceil(self.watermark * self.num_gpu_blocks)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> EngineConfig:
+        """Build from a dict (a lesson file, a URL), rejecting unknown knobs by name."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown knob(s): {', '.join(unknown)}; known knobs: {', '.join(sorted(known))}")
+        return cls(**data)

@@ -1,0 +1,255 @@
+"""The engine: one call to ``step()`` is one turn of the scheduler loop.
+
+A turn admits the requests whose arrival step has come, asks the scheduler for
+the batch, performs the swap copies it ordered, runs one forward pass over every
+scheduled token, appends the sampled tokens, retires finished requests (their
+pages go back to the pool) and returns a StepRecord of all of it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from engine.block_manager import BlockManager
+from engine.config import EngineConfig, SamplingParams
+from engine.metrics import engine_metrics
+from engine.model_runner import LoadedModel, ModelRunner, load_model
+from engine.records import (
+    Budget,
+    Event,
+    RequestView,
+    ScheduledChunk,
+    StepRecord,
+    StepStats,
+    StepTimings,
+)
+from engine.request import FinishReason, Request, RequestStatus
+from engine.scheduler import Scheduler
+
+
+class Engine:
+    def __init__(self, config: EngineConfig | None = None, loaded: LoadedModel | None = None):
+        self.config = config or EngineConfig()
+        self.config.validate()
+        self.loaded = loaded or load_model(self.config.model, self.config.device, self.config.dtype)
+        limit = self.loaded.max_position_embeddings
+        self.max_model_len = min(self.config.max_model_len or limit, limit)
+        self.blocks = BlockManager(self.config)
+        self.scheduler = Scheduler(self.config, self.blocks)
+        self.runner = ModelRunner(self.loaded, self.config)
+        self.requests: dict[str, Request] = {}
+        self.step_index = 0
+        self.clock_ms = 0.0  # engine time: the sum of step wall times, the clock latencies are measured on
+        self._pending: list[Request] = []  # added, arrival step not reached
+        self._events: list[Event] = []  # said between steps, reported with the next one
+        self.counters = dict(num_preemptions=0, num_recomputed_tokens=0, num_swapped_blocks=0,
+                             prefix_cache_queries=0, prefix_cache_hits=0)
+
+    # ---- requests ---------------------------------------------------------------------------
+
+    def add_request(self, prompt: str | list[int], params: SamplingParams | None = None, priority: int = 0,
+                    arrival_step: int | None = None, request_id: str | None = None) -> str:
+        """Queue a request; it joins the waiting queue at arrival_step (default: the next step)."""
+        params = params or SamplingParams()
+        if isinstance(prompt, str):
+            if not prompt.strip():
+                raise ValueError("prompt must not be empty")
+            token_ids = self.loaded.tokenizer.encode(prompt)
+        else:
+            token_ids = list(prompt)
+        if not token_ids:
+            raise ValueError("prompt must contain at least one token")
+        vocab = self.loaded.vocab_size
+        if not all(isinstance(t, int) and 0 <= t < vocab for t in token_ids):
+            raise ValueError(f"prompt token ids must be integers in [0, {vocab})")
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise ValueError(f"priority must be an integer; got {priority!r}")
+        if arrival_step is not None and (not isinstance(arrival_step, int) or arrival_step < 0):
+            raise ValueError(f"arrival_step must be an integer >= 0; got {arrival_step!r}")
+        request_id = request_id or f"r{len(self.requests)}"
+        if request_id in self.requests:
+            raise ValueError(f"request_id {request_id!r} is already in use")
+        req = Request(request_id, token_ids, params, priority=priority,
+                      arrival_step=max(self.step_index, arrival_step or 0), arrival_index=len(self.requests))
+        self.requests[request_id] = req
+        why = self._never_fits(req)
+        if why:
+            self._finish(req, FinishReason.REJECTED)
+            self._events.append(Event("rejected", request_id, why, {}))
+        else:
+            self._pending.append(req)
+        return request_id
+
+    def _never_fits(self, req: Request) -> str | None:
+        """Reject at once what could never be served, instead of letting it wait forever."""
+        total = req.max_total_tokens
+        if total > self.max_model_len:
+            return f"can never fit: prompt plus max_tokens is {total} tokens, max_model_len is {self.max_model_len}"
+        pages = self.blocks.blocks_needed(total)
+        usable = self.config.num_gpu_blocks - self.config.watermark_blocks
+        if pages > usable:
+            # After a recompute preemption it must be re-admitted at full length, watermark and all.
+            return (f"can never fit: at full length it needs {pages} KV pages, and the pool has {usable} "
+                    f"to admit into ({self.config.num_gpu_blocks} minus {self.config.watermark_blocks} kept "
+                    "free by the watermark)")
+        if not self.config.enable_chunked_prefill and total > self.config.max_num_batched_tokens:
+            return (f"can never fit: with chunked prefill off, its prompt (and any recompute of prompt plus "
+                    f"output, up to {total} tokens) must run in one step of max_num_batched_tokens="
+                    f"{self.config.max_num_batched_tokens}")
+        return None
+
+    def has_unfinished_requests(self) -> bool:
+        return any(not r.is_finished for r in self.requests.values())
+
+    # ---- the loop ---------------------------------------------------------------------------
+
+    def step(self) -> StepRecord:
+        t0 = time.perf_counter()
+        events, self._events = self._events, []
+        self._admit_arrivals(events)
+        out = self.scheduler.schedule()
+        events += out.events
+        for e in out.events:
+            if e.kind == "admitted":
+                self.counters["prefix_cache_queries"] += e.data["query_tokens"]
+                self.counters["prefix_cache_hits"] += e.data["prefix_hit_tokens"]
+        events += [Event("evicted", None, f"page {b} was reused, so the cached prefix {h} it held is forgotten",
+                         {"block": b, "hash": h}) for b, h in self.blocks.evictions]
+        self.blocks.evictions.clear()
+        batch = [(self.requests[rid], n) for rid, n in out.scheduled.items()]
+        t1 = time.perf_counter()
+        self.runner.cache.swap_out(out.swap_out)
+        self.runner.cache.swap_in(out.swap_in)
+        t2 = time.perf_counter()
+        sampled = self.runner.execute([(r, n, self.blocks.block_table(r.request_id)) for r, n in batch]) \
+            if batch else {}
+        t3 = time.perf_counter()
+        timings = StepTimings((t1 - t0) * 1000, (t3 - t2) * 1000, (t2 - t1) * 1000)
+        self.clock_ms += timings.total_ms
+        chunks = [self._advance(req, n, sampled.get(req.request_id), events) for req, n in batch]
+        self.counters["num_preemptions"] += len(out.preempted)
+        self.counters["num_swapped_blocks"] += len(out.swap_out) + len(out.swap_in)
+        if not batch:
+            events.append(Event("idle", None, self._why_idle(), {}))
+        record = self._record(chunks, events, timings)
+        self.step_index += 1
+        return record
+
+    def _admit_arrivals(self, events: list[Event]) -> None:
+        arrived = [r for r in self._pending if r.arrival_step <= self.step_index]
+        for req in arrived:
+            self._pending.remove(req)
+            req.status = RequestStatus.WAITING
+            req.arrival_ms = self.clock_ms
+            self.scheduler.waiting.append(req)
+            events.append(Event("arrived", req.request_id, f"joins the waiting queue with {req.num_prompt_tokens} "
+                                f"prompt tokens, wants up to {req.sampling.max_tokens} more", {}))
+
+    def _advance(self, req: Request, n: int, token: int | None, events: list[Event]) -> ScheduledChunk:
+        """Apply one step's work to a request: n more tokens computed, maybe one more sampled."""
+        kind = req.chunk_kind(n)
+        chunk = ScheduledChunk(req.request_id, kind, req.num_computed_tokens, n)
+        if req.first_scheduled_step is None:
+            req.first_scheduled_step = self.step_index
+        if kind == "recompute_prefill":
+            self.counters["num_recomputed_tokens"] += n
+        if kind == "prefill_chunk" and req.num_computed_tokens + n < req.num_tokens:
+            events.append(Event("chunk_scheduled", req.request_id, f"prompt tokens {req.num_computed_tokens}-"
+                                f"{req.num_computed_tokens + n - 1} of {req.num_tokens}: the rest waits for later "
+                                "steps", {"start": req.num_computed_tokens, "num_tokens": n}))
+        req.num_computed_tokens += n
+        self.blocks.cache_full_blocks(req)
+        if token is not None:
+            req.output_token_ids.append(token)
+            req.output_text += self.loaded.token_text(token)
+            req.token_steps.append(self.step_index)
+            req.token_ms.append(self.clock_ms)
+            chunk.new_token_id, chunk.new_token_text = token, self.loaded.token_text(token)
+            reason = self._stop_reason(req, token)
+            if reason:
+                self._finish(req, reason)
+                events.append(Event("finished", req.request_id, self._finish_text(req), {"reason": reason.value}))
+        return chunk
+
+    def _stop_reason(self, req: Request, token: int) -> FinishReason | None:
+        params = req.sampling
+        if not params.ignore_eos and token in self.loaded.eos_token_ids:
+            return FinishReason.EOS
+        if token in params.stop_token_ids:
+            return FinishReason.STOP
+        if len(req.output_token_ids) >= params.max_tokens or req.num_tokens >= self.max_model_len:
+            return FinishReason.LENGTH
+        return None
+
+    def _finish(self, req: Request, reason: FinishReason) -> None:
+        if req.status == RequestStatus.RUNNING:
+            self.scheduler.running.remove(req)
+            self.blocks.free(req)
+        self.blocks.forget(req)
+        req.status = RequestStatus.FINISHED
+        req.finish_reason = reason
+        req.finish_step = self.step_index
+        req.finish_ms = self.clock_ms
+
+    @staticmethod
+    def _finish_text(req: Request) -> str:
+        return {
+            FinishReason.EOS: "produced the end-of-sequence token",
+            FinishReason.STOP: "produced one of its stop tokens",
+            FinishReason.LENGTH: f"reached its length limit ({len(req.output_token_ids)} tokens generated)",
+        }[req.finish_reason] + "; its KV pages go back to the pool"
+
+    def _why_idle(self) -> str:
+        if self._pending:
+            return f"nothing to run: the next request arrives at step {min(r.arrival_step for r in self._pending)}"
+        if self.scheduler.waiting or self.scheduler.swapped:
+            return "nothing could be scheduled: every waiting request is blocked (see the blocked events)"
+        return "nothing to run: no requests"
+
+    # ---- reporting --------------------------------------------------------------------------
+
+    def _record(self, chunks: list[ScheduledChunk], events: list[Event], timings: StepTimings) -> StepRecord:
+        sched, blocks, cfg = self.scheduler, self.blocks, self.config
+        finished = [e.request_id for e in events if e.kind in ("finished", "rejected")]
+        shown = [r.request_id for r in (*sched.waiting, *sched.running, *sched.swapped)] + finished
+        decode_tokens = sum(c.num_tokens for c in chunks if c.kind == "decode")
+        tokens = sum(c.num_tokens for c in chunks)
+        cached = blocks.num_cached_free_blocks
+        budget = Budget(
+            tokens_used=tokens, token_budget=cfg.max_num_batched_tokens, decode_tokens=decode_tokens,
+            prefill_tokens=tokens - decode_tokens, seqs_used=len(chunks), seq_cap=cfg.max_num_seqs,
+            gpu_blocks_used=cfg.num_gpu_blocks - blocks.num_free_blocks, gpu_blocks_cached=cached,
+            gpu_blocks_free=blocks.num_free_blocks - cached, num_gpu_blocks=cfg.num_gpu_blocks,
+            cpu_blocks_used=blocks.num_cpu_used, num_cpu_blocks=cfg.num_cpu_blocks)
+        stats = StepStats(
+            num_requests_running=len(sched.running), num_requests_waiting=len(sched.waiting),
+            num_requests_swapped=len(sched.swapped),
+            num_requests_finished=sum(r.is_finished for r in self.requests.values()),
+            kv_cache_usage_perc=round(blocks.usage(), 6), num_batched_tokens=tokens, **self.counters)
+        return StepRecord(
+            step=self.step_index, batch=chunks, budget=budget,
+            waiting=[r.request_id for r in sched.waiting], running=[r.request_id for r in sched.running],
+            swapped=[r.request_id for r in sched.swapped], finished=finished,
+            requests={rid: self._view(self.requests[rid]) for rid in shown},
+            blocks=blocks.snapshot(self.requests, self.loaded.text_of), events=events, stats=stats,
+            timings=timings)
+
+    def _view(self, req: Request) -> RequestView:
+        return RequestView(
+            request_id=req.request_id, status=req.status.value, priority=req.priority,
+            arrival_step=req.arrival_step, num_prompt_tokens=req.num_prompt_tokens,
+            num_output_tokens=len(req.output_token_ids), num_computed_tokens=req.num_computed_tokens,
+            max_tokens=req.sampling.max_tokens, num_preemptions=req.num_preemptions,
+            num_blocks=len(self.blocks.block_table(req.request_id)) or
+            len(self.blocks.cpu_req_blocks.get(req.request_id, [])),
+            finish_reason=req.finish_reason.value if req.finish_reason else None, output_text=req.output_text)
+
+    def metrics(self) -> dict:
+        return engine_metrics(self)
+
+    def run(self, max_steps: int = 100_000) -> list[StepRecord]:
+        """Step until every request has finished (or max_steps), returning the records."""
+        records = []
+        while self.has_unfinished_requests() and len(records) < max_steps:
+            records.append(self.step())
+        return records

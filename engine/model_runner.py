@@ -1,0 +1,164 @@
+"""Loading a transformers model once, and running one packed forward pass per step."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+
+import torch
+from transformers import AttentionInterface, AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+from engine.config import EngineConfig
+from engine.kv_cache import ATTN_IMPLEMENTATION, KVCache, build_context, paged_attention
+from engine.request import Request
+
+AttentionInterface.register(ATTN_IMPLEMENTATION, paged_attention)
+
+
+class ModelLoadError(ValueError):
+    """The model named in EngineConfig.model cannot serve in this engine."""
+
+
+@dataclass
+class LoadedModel:
+    """A model and tokenizer shared by every engine in the process (weights are read-only)."""
+
+    name: str
+    model: torch.nn.Module
+    tokenizer: object
+    device: torch.device
+    eos_token_ids: frozenset[int]
+    max_position_embeddings: int
+    num_layers: int
+    num_kv_heads: int
+    head_dim: int
+    _texts: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.model.get_input_embeddings().num_embeddings
+
+    def token_text(self, token_id: int) -> str:
+        text = self._texts.get(token_id)
+        if text is None:
+            text = self._texts[token_id] = self.tokenizer.decode([token_id])
+        return text
+
+    def text_of(self, token_ids: list[int]) -> str:
+        return "".join(self.token_text(t) for t in token_ids)
+
+
+_loaded: dict[tuple[str, str, str], LoadedModel] = {}
+_load_lock = threading.Lock()
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device must be 'cpu' or 'auto' on this machine; got 'cuda' but no CUDA GPU is visible")
+    return torch.device(device)
+
+
+def load_model(name: str, device: str = "auto", dtype: str = "float32") -> LoadedModel:
+    """Load (once per process) a decoder-only causal LM whose attention we can page."""
+    dev = resolve_device(device)
+    key = (name, str(dev), dtype)
+    with _load_lock:
+        if key not in _loaded:
+            _loaded[key] = _load(name, dev, getattr(torch, dtype))
+        return _loaded[key]
+
+
+def _load(name: str, device: torch.device, dtype: torch.dtype) -> LoadedModel:
+    def fail(reason: str) -> ModelLoadError:
+        return ModelLoadError(f"model {name!r} cannot be used: {reason}")
+
+    local = os.path.isdir(name)
+    try:
+        hf_config = AutoConfig.from_pretrained(name, trust_remote_code=False, local_files_only=local)
+    except (OSError, ValueError) as exc:
+        raise fail("not found as a local folder, and not loadable as a hub id "
+                   f"(no download is possible offline): {str(exc).splitlines()[0]}") from exc
+    if getattr(hf_config, "is_encoder_decoder", False):
+        raise fail("it is an encoder-decoder model; the engine serves decoder-only causal LMs")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            name, dtype=dtype, attn_implementation=ATTN_IMPLEMENTATION, trust_remote_code=False,
+            local_files_only=local)
+    except ValueError as exc:
+        raise fail(f"it is not a causal LM, or its attention cannot be paged ({str(exc).splitlines()[0]})") from exc
+    except OSError as exc:
+        raise fail(f"its weights could not be read ({str(exc).splitlines()[0]})") from exc
+    if not getattr(model, "_supports_attention_backend", False):
+        raise fail(f"{type(model).__name__} does not route attention through transformers' "
+                   "AttentionInterface, so its KV cache cannot be paged")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=local)
+    except (OSError, ValueError) as exc:
+        raise fail(f"no usable tokenizer ({str(exc).splitlines()[0]})") from exc
+    model.to(device).eval()
+    text_config = hf_config.get_text_config()
+    heads = text_config.num_attention_heads
+    head_dim = getattr(text_config, "head_dim", None) or text_config.hidden_size // heads
+    eos = model.generation_config.eos_token_id
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    eos_ids = frozenset([] if eos is None else [eos] if isinstance(eos, int) else eos)
+    return LoadedModel(
+        name=name, model=model, tokenizer=tokenizer, device=device, eos_token_ids=eos_ids,
+        max_position_embeddings=getattr(text_config, "max_position_embeddings", 2048),
+        num_layers=text_config.num_hidden_layers,
+        num_kv_heads=getattr(text_config, "num_key_value_heads", None) or heads, head_dim=head_dim)
+
+
+class ModelRunner:
+    """Owns this engine's KV pool and turns a scheduled batch into next tokens."""
+
+    def __init__(self, loaded: LoadedModel, config: EngineConfig):
+        self.loaded = loaded
+        self.seed = config.seed
+        self.cache = KVCache(
+            loaded.num_layers, loaded.num_kv_heads, loaded.head_dim, config.block_size, config.num_gpu_blocks,
+            config.num_cpu_blocks, loaded.model.dtype, loaded.device)
+
+    @torch.inference_mode()
+    def execute(self, batch: list[tuple[Request, int, list[int]]]) -> dict[str, int]:
+        """Run one forward pass over every scheduled token; sample for requests whose
+        scheduled tokens reach their end (a partial prefill chunk samples nothing)."""
+        device = self.loaded.device
+        ids, positions, seqs, last_rows, samplers = [], [], [], [], []
+        row = 0
+        for req, n, table in batch:
+            start = req.num_computed_tokens
+            ids.extend(req.all_token_ids[start:start + n])
+            positions.extend(range(start, start + n))
+            seqs.append((start, n, table))
+            row += n
+            if start + n == req.num_tokens:
+                last_rows.append(row - 1)
+                samplers.append(req)
+        ctx = build_context(self.cache, seqs, device)
+        out = self.loaded.model(
+            input_ids=torch.tensor([ids], device=device), position_ids=torch.tensor([positions], device=device),
+            logits_to_keep=torch.tensor(last_rows, dtype=torch.long, device=device), use_cache=False,
+            paged_context=ctx)
+        logits = out.logits[0].float()
+        return {req.request_id: self._sample(req, logits[i]) for i, req in enumerate(samplers)}
+
+    def _sample(self, req: Request, logits: torch.Tensor) -> int:
+        params = req.sampling
+        if params.temperature == 0:
+            return int(logits.argmax())
+        # A generator seeded by (request seed, output index) makes each draw independent of
+        # batch composition and history, so preemption, time travel and A/B runs agree.
+        base = params.seed if params.seed is not None else self.seed * 1_000_003 + req.arrival_index
+        gen = torch.Generator().manual_seed(base * 1_000_033 + len(req.output_token_ids))
+        probs = torch.softmax(logits / params.temperature, dim=-1).cpu()
+        if params.top_p < 1.0:
+            sorted_probs, order = probs.sort(descending=True)
+            outside = sorted_probs.cumsum(0) - sorted_probs > params.top_p
+            sorted_probs[outside] = 0.0
+            probs = torch.zeros_like(probs).scatter(0, order, sorted_probs)
+        return int(torch.multinomial(probs, 1, generator=gen))

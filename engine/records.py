@@ -1,0 +1,180 @@
+"""What one scheduler step did, as plain JSON-serialisable dataclasses.
+
+The lab draws only from these records, so everything a chart shows must be here:
+the batch that ran, the budgets it used, the queues after the step, the block map
+and every decision with the rule behind it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+
+# Event kinds, in the order a request usually meets them.
+EVENT_KINDS = ("arrived", "rejected", "admitted", "chunk_scheduled", "blocked", "preempted", "swapped_out",
+               "swapped_in", "recompute_started", "evicted", "finished", "idle")
+# What kind of work a request contributed to the forward pass.
+CHUNK_KINDS = ("prefill", "prefill_chunk", "decode", "recompute_prefill")
+
+
+@dataclass
+class ScheduledChunk:
+    """One request's share of this step's forward pass: tokens [start, start + num_tokens)."""
+
+    request_id: str
+    kind: str
+    start: int
+    num_tokens: int
+    new_token_id: int | None = None
+    new_token_text: str | None = None
+
+
+@dataclass
+class Event:
+    """One scheduling decision, with the rule that made it in plain words."""
+
+    kind: str
+    request_id: str | None
+    reason: str
+    data: dict = field(default_factory=dict)
+
+
+@dataclass
+class Budget:
+    """How much of each per-step limit the step used, and the KV pool after it."""
+
+    tokens_used: int
+    token_budget: int
+    decode_tokens: int
+    prefill_tokens: int
+    seqs_used: int
+    seq_cap: int
+    gpu_blocks_used: int
+    gpu_blocks_cached: int
+    gpu_blocks_free: int
+    num_gpu_blocks: int
+    cpu_blocks_used: int
+    num_cpu_blocks: int
+
+
+@dataclass
+class BlockState:
+    """One KV page. Free pages are left out of the map; anything absent is free."""
+
+    block_id: int
+    device: str  # 'gpu' or 'cpu'
+    state: str  # 'used' (owned by a request) or 'cached' (free but still holding a hashed prefix)
+    owners: list[str]
+    ref_count: int
+    prefix_hash: str | None
+    first_position: int
+    num_tokens: int
+    text: str
+
+
+@dataclass
+class RequestView:
+    """A request's state after the step, enough to draw its card."""
+
+    request_id: str
+    status: str
+    priority: int
+    arrival_step: int
+    num_prompt_tokens: int
+    num_output_tokens: int
+    num_computed_tokens: int
+    max_tokens: int
+    num_preemptions: int
+    num_blocks: int
+    finish_reason: str | None
+    output_text: str
+
+
+@dataclass
+class StepStats:
+    """Gauges and counters after the step; names follow vLLM's metrics where one exists."""
+
+    num_requests_running: int
+    num_requests_waiting: int
+    num_requests_swapped: int
+    num_requests_finished: int
+    kv_cache_usage_perc: float
+    num_batched_tokens: int
+    num_preemptions: int
+    num_recomputed_tokens: int
+    num_swapped_blocks: int
+    prefix_cache_queries: int
+    prefix_cache_hits: int
+
+
+@dataclass
+class StepTimings:
+    """Wall times; they differ from run to run, so equality checks leave them out."""
+
+    schedule_ms: float = 0.0
+    forward_ms: float = 0.0
+    swap_ms: float = 0.0
+
+    @property
+    def total_ms(self) -> float:
+        return self.schedule_ms + self.forward_ms + self.swap_ms
+
+
+@dataclass
+class StepRecord:
+    step: int
+    batch: list[ScheduledChunk]
+    budget: Budget
+    waiting: list[str]
+    running: list[str]
+    swapped: list[str]
+    finished: list[str]
+    requests: dict[str, RequestView]
+    blocks: list[BlockState]
+    events: list[Event]
+    stats: StepStats
+    timings: StepTimings = field(default_factory=StepTimings)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> StepRecord:
+        return _build(cls, data)
+
+    def without_timings(self) -> dict:
+        """The record minus wall times: what must be identical across reruns."""
+        data = self.to_dict()
+        data.pop("timings")
+        return data
+
+
+def _build(tp: typing.Any, value: typing.Any) -> typing.Any:
+    """Rebuild a (nested) dataclass from its asdict() form, guided by the type hints."""
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ValueError(f"expected an object for {tp.__name__}, got {type(value).__name__}")
+        hints = typing.get_type_hints(tp)
+        names = {f.name for f in dataclasses.fields(tp)}
+        missing = [n for n in names if n not in value and not _has_default(tp, n)]
+        if missing:
+            raise ValueError(f"{tp.__name__} is missing field(s): {', '.join(sorted(missing))}")
+        return tp(**{k: _build(hints[k], v) for k, v in value.items() if k in names})
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        return [_build(item, v) for v in value]
+    if origin is dict:
+        _, item = typing.get_args(tp)
+        return {k: _build(item, v) for k, v in value.items()}
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return None if value is None else _build(inner[0], value)
+    return value
+
+
+def _has_default(tp: type, name: str) -> bool:
+    f = next(f for f in dataclasses.fields(tp) if f.name == name)
+    return f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING

@@ -1,0 +1,93 @@
+"""A request and the few numbers the scheduler needs to reason about it."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from engine.config import SamplingParams
+
+
+class RequestStatus(str, enum.Enum):
+    PENDING = "pending"  # added, but its arrival step has not come yet
+    WAITING = "waiting"
+    RUNNING = "running"
+    SWAPPED = "swapped"
+    FINISHED = "finished"
+
+
+class FinishReason(str, enum.Enum):
+    EOS = "eos"
+    LENGTH = "length"
+    STOP = "stop"
+    REJECTED = "rejected"
+
+
+@dataclass
+class Request:
+    """One prompt and its generation so far.
+
+    The scheduler only ever asks: how many of this request's tokens are in the KV
+    cache (num_computed_tokens), and how many exist (num_tokens)? A fresh prompt,
+    the rest of a chunked prompt, a decode and a recompute after preemption are all
+    the same question, which is what lets vLLM v1 schedule them in one pass.
+    """
+
+    request_id: str
+    prompt_token_ids: list[int]
+    sampling: SamplingParams
+    priority: int = 0
+    arrival_step: int = 0
+    arrival_index: int = 0  # order of add_request calls: the tie-breaker everywhere
+    status: RequestStatus = RequestStatus.PENDING
+    output_token_ids: list[int] = field(default_factory=list)
+    output_text: str = ""
+    num_computed_tokens: int = 0
+    finish_reason: FinishReason | None = None
+
+    # Where the current prefill started after a prefix-cache hit, to tell a whole
+    # prefill from a chunk of one.
+    prefill_start: int = 0
+    num_preemptions: int = 0
+
+    # Timeline, in steps and engine milliseconds, for the latency metrics.
+    arrival_ms: float | None = None
+    first_scheduled_step: int | None = None
+    token_steps: list[int] = field(default_factory=list)
+    token_ms: list[float] = field(default_factory=list)
+    finish_step: int | None = None
+    finish_ms: float | None = None
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        return len(self.prompt_token_ids)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt_token_ids) + len(self.output_token_ids)
+
+    @property
+    def all_token_ids(self) -> list[int]:
+        return self.prompt_token_ids + self.output_token_ids
+
+    @property
+    def max_total_tokens(self) -> int:
+        """The longest this request can grow: what a contiguous reservation must hold."""
+        return self.num_prompt_tokens + self.sampling.max_tokens
+
+    @property
+    def is_decoding(self) -> bool:
+        """Only the newest generated token is missing from the KV cache."""
+        return bool(self.output_token_ids) and self.num_computed_tokens == self.num_tokens - 1
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status == RequestStatus.FINISHED
+
+    def chunk_kind(self, num_new_tokens: int) -> str:
+        """Name the work that computing num_new_tokens more tokens is."""
+        if self.output_token_ids:
+            return "decode" if self.is_decoding else "recompute_prefill"
+        whole = self.num_computed_tokens == self.prefill_start and \
+            self.num_computed_tokens + num_new_tokens == self.num_tokens
+        return "prefill" if whole else "prefill_chunk"

@@ -1,0 +1,239 @@
+"""The scheduler loop's decision: what enters the next forward pass.
+
+Every step starts from three queues (waiting, running, swapped) and three limits
+(the token budget, the sequence cap and the free KV pages) and picks, for each
+request, how many of its not-yet-computed tokens run now. Each decision is
+recorded as an Event whose reason names the rule behind it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from engine.block_manager import BlockManager
+from engine.config import EngineConfig
+from engine.records import Event
+from engine.request import Request, RequestStatus
+
+
+@dataclass
+class SchedulerOutput:
+    token_budget: int
+    scheduled: dict[str, int] = field(default_factory=dict)  # request id -> tokens, in batch order
+    swap_out: list[tuple[int, int]] = field(default_factory=list)
+    swap_in: list[tuple[int, int]] = field(default_factory=list)
+    preempted: list[Request] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+
+    def add(self, req: Request, num_tokens: int) -> None:
+        self.scheduled[req.request_id] = num_tokens
+        self.token_budget -= num_tokens
+
+    def note(self, kind: str, req: Request | None, reason: str, **data) -> None:
+        self.events.append(Event(kind, req.request_id if req else None, reason, data))
+
+
+class Scheduler:
+    def __init__(self, config: EngineConfig, blocks: BlockManager):
+        self.config = config
+        self.blocks = blocks
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []  # in admission order: the last one is the newest
+        self.swapped: list[Request] = []
+
+    def schedule(self) -> SchedulerOutput:
+        out = SchedulerOutput(self.config.max_num_batched_tokens)
+        if self.config.step_order == "decode_first":
+            # vLLM v1: one token-budget pass, running requests first, so decodes and prefill
+            # chunks share the step. New work waits while anything had to be preempted.
+            self._schedule_running(out)
+            if not out.preempted:
+                self._schedule_swapped(out)
+                self._schedule_waiting(out)
+        else:
+            # vLLM v0 / SGLang: a prefill-only step whenever new prompts fit (and nothing
+            # waits in swap), otherwise a decode-only step.
+            if not self.swapped:
+                self._schedule_running(out, prefills_only=True)
+                self._schedule_waiting(out)
+            if not out.scheduled:
+                self._schedule_running(out)
+                if not out.preempted:
+                    self._schedule_swapped(out)
+        return out
+
+    # ---- the three queues -------------------------------------------------------------------
+
+    def _schedule_running(self, out: SchedulerOutput, prefills_only: bool = False) -> None:
+        for req in list(self.running):
+            if req.status != RequestStatus.RUNNING or (prefills_only and req.is_decoding):
+                continue  # preempted earlier in this loop, or a decode during a prefill-only step
+            n = self._num_new_tokens(req, out.token_budget)
+            if n == 0:
+                out.note("blocked", req, f"token budget: the step's {self.config.max_num_batched_tokens} "
+                         "tokens are already taken by requests ahead of it", limit="token_budget")
+                continue
+            while not self.blocks.allocate(req, n):
+                victim, rule = self._pick_victim(self.running)
+                self._preempt(victim, out, f"{req.request_id} needed a new KV page and none was free; {rule}")
+                if victim is req:
+                    break
+            else:
+                out.add(req, n)
+
+    def _schedule_swapped(self, out: SchedulerOutput) -> None:
+        for req in list(self.swapped):
+            if not self._has_seat(req, out):
+                return
+            n = self._num_new_tokens(req, out.token_budget)
+            if n == 0:
+                out.note("blocked", req, "token budget used up before swapped requests", limit="token_budget")
+                return
+            extra = 0 if self.blocks.contiguous else max(
+                0, self.blocks.blocks_needed(req.num_computed_tokens + n) -
+                len(self.blocks.cpu_req_blocks[req.request_id]))
+            pairs = self.blocks.swap_in(req, reserve=extra)
+            if pairs is None:
+                out.note("blocked", req, "not enough free KV pages to swap its pages back in", limit="blocks")
+                return
+            self.blocks.allocate(req, n)  # cannot fail: swap_in kept `extra` pages free
+            self.swapped.remove(req)
+            self._start_running(req)
+            out.swap_in += pairs
+            out.note("swapped_in", req, f"{len(pairs)} pages copied back from CPU memory; it resumes where it "
+                     "stopped, nothing recomputed", blocks=[g for _, g in pairs])
+            out.add(req, n)
+
+    def _schedule_waiting(self, out: SchedulerOutput) -> None:
+        while self.waiting and out.token_budget > 0:
+            req = self._next_waiting()
+            if any(r is req for r in out.preempted):
+                return  # never re-admit a request in the step that evicted it
+            if not self._has_seat(req, out):
+                return
+            while True:
+                hit = self.blocks.find_prefix_hit(req)
+                n = self._num_new_tokens(req, out.token_budget, computed=len(hit) * self.config.block_size)
+                if n == 0:
+                    out.note("blocked", req, self._why_no_budget(req, out), limit="token_budget")
+                    return
+                if self.blocks.allocate(req, n, hit, reserve=self.config.watermark_blocks):
+                    break
+                victim = self._lower_priority_victim(req)
+                if victim is None:
+                    out.note("blocked", req, self._why_no_pages(req, n, hit), limit="blocks")
+                    return
+                self._preempt(victim, out, f"priority: {req.request_id} (priority {req.priority}) outranks it "
+                              f"(priority {victim.priority}) and needed its KV pages")
+            self.waiting.remove(req)
+            req.num_computed_tokens = req.prefill_start = len(hit) * self.config.block_size
+            self._start_running(req)
+            if req.output_token_ids:
+                out.note("recompute_started", req, f"re-running the prefill over its prompt and "
+                         f"{len(req.output_token_ids)} generated tokens to rebuild the KV pages it lost",
+                         tokens=req.num_tokens - req.num_computed_tokens)
+            out.note("admitted", req, self._admit_reason(req, len(hit), n),
+                     prefix_hit_tokens=req.num_computed_tokens, query_tokens=req.num_tokens,
+                     blocks=list(self.blocks.block_table(req.request_id)))
+            out.add(req, n)
+
+    # ---- rules ------------------------------------------------------------------------------
+
+    def _num_new_tokens(self, req: Request, budget: int, computed: int | None = None) -> int:
+        """How many of the request's uncomputed tokens fit this step (0: none may run)."""
+        remaining = req.num_tokens - (req.num_computed_tokens if computed is None else computed)
+        if not self.config.enable_chunked_prefill:
+            return remaining if remaining <= budget else 0
+        return min(remaining, budget, self.config.long_prefill_token_threshold or remaining)
+
+    def _has_seat(self, req: Request, out: SchedulerOutput) -> bool:
+        while len(self.running) >= self.config.max_num_seqs:
+            victim = self._lower_priority_victim(req)
+            if victim is None:
+                out.note("blocked", req, f"sequence cap: {self.config.max_num_seqs} requests already run "
+                         "(max_num_seqs)", limit="seq_cap")
+                return False
+            self._preempt(victim, out, f"priority: {req.request_id} (priority {req.priority}) outranks it "
+                          f"(priority {victim.priority}) and needed its seat")
+        return True
+
+    def _next_waiting(self) -> Request:
+        if self.config.scheduling_policy == "priority":
+            return min(self.waiting, key=lambda r: (r.priority, r.arrival_index))
+        return self.waiting[0]
+
+    def _pick_victim(self, candidates: list[Request]) -> tuple[Request, str]:
+        if self.config.victim_rule == "fewest_generated":
+            victim = min(candidates, key=lambda r: (len(r.output_token_ids), -r.arrival_index))
+            return victim, f"victim rule fewest_generated: {victim.request_id} has generated the least"
+        if self.config.scheduling_policy == "priority":
+            victim = max(candidates, key=lambda r: (r.priority, r.arrival_index))
+            return victim, f"victim rule priority: {victim.request_id} has the lowest priority, latest arrival"
+        victim = candidates[-1]
+        return victim, f"victim rule fcfs: {victim.request_id} was admitted last"
+
+    def _lower_priority_victim(self, req: Request) -> Request | None:
+        """Under the priority policy a waiting request may evict strictly lower-priority work."""
+        if self.config.scheduling_policy != "priority":
+            return None
+        lower = [r for r in self.running if r.priority > req.priority]
+        return self._pick_victim(lower)[0] if lower else None
+
+    def _preempt(self, victim: Request, out: SchedulerOutput, reason: str) -> None:
+        if victim.request_id in out.scheduled:  # already placed in this batch: give its tokens back
+            out.token_budget += out.scheduled.pop(victim.request_id)
+        self.running.remove(victim)
+        victim.num_preemptions += 1
+        out.preempted.append(victim)
+        num_pages = len(self.blocks.block_table(victim.request_id))
+        if self.config.preemption_mode == "swap":
+            pairs = self.blocks.swap_out(victim)
+            if pairs is not None:
+                victim.status = RequestStatus.SWAPPED
+                self.swapped.append(victim)
+                out.swap_out += pairs
+                out.note("preempted", victim, reason, mode="swap", blocks_freed=num_pages)
+                out.note("swapped_out", victim, f"{len(pairs)} KV pages copied to CPU memory; they come back "
+                         "when it resumes", blocks=[c for _, c in pairs])
+                return
+            reason += "; the CPU swap space is full, so it falls back to recompute"
+        freed = self.blocks.free(victim)
+        victim.num_computed_tokens = 0
+        victim.status = RequestStatus.WAITING
+        self.waiting.appendleft(victim)
+        out.note("preempted", victim, reason + f"; its {num_pages} pages are dropped and will be recomputed",
+                 mode="recompute", blocks_freed=freed)
+
+    def _start_running(self, req: Request) -> None:
+        req.status = RequestStatus.RUNNING
+        self.running.append(req)
+
+    def _admit_reason(self, req: Request, hit_blocks: int, n: int) -> str:
+        parts = [f"{n} of its {req.num_tokens - req.num_computed_tokens} uncomputed tokens fit the budget"]
+        if hit_blocks:
+            parts.append(f"prefix cache hit: {hit_blocks} pages ({req.num_computed_tokens} tokens) reused")
+        parts.append(f"{len(self.blocks.block_table(req.request_id))} KV pages now held")
+        return "; ".join(parts)
+
+    def _why_no_budget(self, req: Request, out: SchedulerOutput) -> str:
+        if self.config.enable_chunked_prefill:
+            return "token budget used up this step"
+        return (f"token budget: its {req.num_tokens - req.num_computed_tokens} prompt tokens do not fit the "
+                f"{out.token_budget} left this step, and chunked prefill is off")
+
+    def _why_no_pages(self, req: Request, n: int, hit: list[int]) -> str:
+        free = self.blocks.num_free_blocks
+        if self.blocks.contiguous:
+            need = self.blocks.blocks_needed(req.max_total_tokens)
+            run = self.blocks.largest_free_run()
+            if need <= free:
+                return (f"fragmentation: a contiguous reservation needs {need} adjacent pages; {free} are free "
+                        f"but the longest free run is {run}")
+            return f"KV pages: a contiguous reservation needs {need} pages for its whole possible length; {free} free"
+        need = self.blocks.blocks_needed(len(hit) * self.config.block_size + n) - len(hit)
+        reserve = self.config.watermark_blocks
+        if need <= free:
+            return (f"watermark: {need} pages would leave fewer than the {reserve} pages kept free for running "
+                    f"requests to grow")
+        return f"KV pages: needs {need} new pages, only {free} free"
