@@ -20,6 +20,11 @@ VICTIM_RULES = ("policy", "fewest_generated")
 KV_ALLOCATIONS = ("paged", "contiguous")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "float16", "bfloat16")
+# Knobs the scheduler reads afresh every step, so a running engine can take a new value.
+# The rest shape the model, the KV pool or the allocator, and need a fresh engine.
+LIVE_KNOBS = frozenset({"max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill",
+                        "long_prefill_token_threshold", "step_order", "scheduling_policy", "preemption_mode",
+                        "victim_rule", "watermark"})
 
 
 def _check(ok: bool, knob: str, allowed: str, value: object) -> None:

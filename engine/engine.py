@@ -8,10 +8,11 @@ pages go back to the pool) and returns a StepRecord of all of it.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from engine.block_manager import BlockManager
-from engine.config import EngineConfig, SamplingParams
+from engine.config import LIVE_KNOBS, EngineConfig, SamplingParams
 from engine.metrics import engine_metrics
 from engine.model_runner import LoadedModel, ModelRunner, load_model
 from engine.records import (
@@ -97,6 +98,16 @@ class Engine:
                     f"output, up to {total} tokens) must run in one step of max_num_batched_tokens="
                     f"{self.config.max_num_batched_tokens}")
         return None
+
+    def update_config(self, **changes) -> None:
+        """Change live knobs between steps; the next step schedules under the new values."""
+        restart = sorted(set(changes) - LIVE_KNOBS)
+        if restart:
+            raise ValueError(f"{', '.join(restart)} cannot change on a running engine (they shape the model, "
+                             "the KV pool or the allocator): start a new engine")
+        updated = dataclasses.replace(self.config, **changes)  # validates
+        for knob in changes:
+            setattr(self.config, knob, getattr(updated, knob))
 
     def has_unfinished_requests(self) -> bool:
         return any(not r.is_finished for r in self.requests.values())
