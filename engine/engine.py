@@ -129,8 +129,8 @@ class Engine:
         self.blocks.evictions.clear()
         batch = [(self.requests[rid], n) for rid, n in out.scheduled.items()]
         t1 = time.perf_counter()
-        self.runner.cache.swap_out(out.swap_out)
-        self.runner.cache.swap_in(out.swap_in)
+        for direction, pairs in out.swaps:
+            (self.runner.cache.swap_out if direction == "out" else self.runner.cache.swap_in)(pairs)
         t2 = time.perf_counter()
         sampled = self.runner.execute([(r, n, self.blocks.block_table(r.request_id)) for r, n in batch]) \
             if batch else {}
@@ -139,7 +139,7 @@ class Engine:
         self.clock_ms += timings.total_ms
         chunks = [self._advance(req, n, sampled.get(req.request_id), events) for req, n in batch]
         self.counters["num_preemptions"] += len(out.preempted)
-        self.counters["num_swapped_blocks"] += len(out.swap_out) + len(out.swap_in)
+        self.counters["num_swapped_blocks"] += sum(len(pairs) for _, pairs in out.swaps)
         if not batch:
             events.append(Event("idle", None, self._why_idle(), {}))
         record = self._record(chunks, events, timings)
@@ -162,13 +162,14 @@ class Engine:
         chunk = ScheduledChunk(req.request_id, kind, req.num_computed_tokens, n)
         if req.first_scheduled_step is None:
             req.first_scheduled_step = self.step_index
-        if kind == "recompute_prefill":
-            self.counters["num_recomputed_tokens"] += n
+        self.counters["num_recomputed_tokens"] += max(0, min(req.num_computed_tokens + n, req.peak_computed_tokens)
+                                                      - req.num_computed_tokens)
         if kind == "prefill_chunk" and req.num_computed_tokens + n < req.num_tokens:
             events.append(Event("chunk_scheduled", req.request_id, f"prompt tokens {req.num_computed_tokens}-"
                                 f"{req.num_computed_tokens + n - 1} of {req.num_tokens}: the rest waits for later "
                                 "steps", {"start": req.num_computed_tokens, "num_tokens": n}))
         req.num_computed_tokens += n
+        req.peak_computed_tokens = max(req.peak_computed_tokens, req.num_computed_tokens)
         self.blocks.cache_full_blocks(req)
         if token is not None:
             req.output_token_ids.append(token)

@@ -48,6 +48,9 @@ class Request:
     # Where the current prefill started after a prefix-cache hit, to tell a whole
     # prefill from a chunk of one.
     prefill_start: int = 0
+    # The most tokens it has ever had in the KV cache: computing below this mark is redoing
+    # work that a recompute preemption threw away.
+    peak_computed_tokens: int = 0
     num_preemptions: int = 0
 
     # Timeline, in steps and engine milliseconds, for the latency metrics.
@@ -86,8 +89,10 @@ class Request:
 
     def chunk_kind(self, num_new_tokens: int) -> str:
         """Name the work that computing num_new_tokens more tokens is."""
-        if self.output_token_ids:
-            return "decode" if self.is_decoding else "recompute_prefill"
+        if self.is_decoding:
+            return "decode"
+        if self.num_computed_tokens < self.peak_computed_tokens:
+            return "recompute_prefill"
         whole = self.num_computed_tokens == self.prefill_start and \
             self.num_computed_tokens + num_new_tokens == self.num_tokens
         return "prefill" if whole else "prefill_chunk"

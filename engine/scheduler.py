@@ -21,8 +21,9 @@ from engine.request import Request, RequestStatus
 class SchedulerOutput:
     token_budget: int
     scheduled: dict[str, int] = field(default_factory=dict)  # request id -> tokens, in batch order
-    swap_out: list[tuple[int, int]] = field(default_factory=list)
-    swap_in: list[tuple[int, int]] = field(default_factory=list)
+    # Page copies in decision order: ("out", [(gpu, cpu), ...]) or ("in", [(cpu, gpu), ...]). Order
+    # matters: a request swapped in and then preempted again in one step must be copied in first.
+    swaps: list[tuple[str, list[tuple[int, int]]]] = field(default_factory=list)
     preempted: list[Request] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
 
@@ -51,6 +52,9 @@ class Scheduler:
             if not out.preempted:
                 self._schedule_swapped(out)
                 self._schedule_waiting(out)
+            elif self.waiting or self.swapped:
+                out.note("blocked", None, "no new admissions this step: running requests had to be preempted, "
+                         "so memory is too tight to start more work", limit="preemption")
         else:
             # vLLM v0 / SGLang: a prefill-only step whenever new prompts fit (and nothing
             # waits in swap), otherwise a decode-only step.
@@ -100,13 +104,13 @@ class Scheduler:
             self.blocks.allocate(req, n)  # cannot fail: swap_in kept `extra` pages free
             self.swapped.remove(req)
             self._start_running(req)
-            out.swap_in += pairs
+            out.swaps.append(("in", pairs))
             out.note("swapped_in", req, f"{len(pairs)} pages copied back from CPU memory; it resumes where it "
                      "stopped, nothing recomputed", blocks=[g for _, g in pairs])
             out.add(req, n)
 
     def _schedule_waiting(self, out: SchedulerOutput) -> None:
-        while self.waiting and out.token_budget > 0:
+        while self.waiting:
             req = self._next_waiting()
             if any(r is req for r in out.preempted):
                 return  # never re-admit a request in the step that evicted it
@@ -129,10 +133,11 @@ class Scheduler:
             self.waiting.remove(req)
             req.num_computed_tokens = req.prefill_start = len(hit) * self.config.block_size
             self._start_running(req)
-            if req.output_token_ids:
-                out.note("recompute_started", req, f"re-running the prefill over its prompt and "
-                         f"{len(req.output_token_ids)} generated tokens to rebuild the KV pages it lost",
-                         tokens=req.num_tokens - req.num_computed_tokens)
+            lost = req.peak_computed_tokens - req.num_computed_tokens
+            if lost > 0:
+                made = f", {len(req.output_token_ids)} of them generated," if req.output_token_ids else ""
+                out.note("recompute_started", req, f"re-running the prefill over {lost} tokens{made} whose KV "
+                         "pages were dropped when it was preempted", tokens=lost)
             out.note("admitted", req, self._admit_reason(req, len(hit), n),
                      prefix_hit_tokens=req.num_computed_tokens, query_tokens=req.num_tokens,
                      blocks=list(self.blocks.block_table(req.request_id)))
@@ -192,7 +197,7 @@ class Scheduler:
             if pairs is not None:
                 victim.status = RequestStatus.SWAPPED
                 self.swapped.append(victim)
-                out.swap_out += pairs
+                out.swaps.append(("out", pairs))
                 out.note("preempted", victim, reason, mode="swap", blocks_freed=num_pages)
                 out.note("swapped_out", victim, f"{len(pairs)} KV pages copied to CPU memory; they come back "
                          "when it resumes", blocks=[c for _, c in pairs])
@@ -218,7 +223,8 @@ class Scheduler:
 
     def _why_no_budget(self, req: Request, out: SchedulerOutput) -> str:
         if self.config.enable_chunked_prefill:
-            return "token budget used up this step"
+            return (f"token budget: all {self.config.max_num_batched_tokens} tokens of this step are taken by "
+                    "requests ahead of it")
         return (f"token budget: its {req.num_tokens - req.num_computed_tokens} prompt tokens do not fit the "
                 f"{out.token_budget} left this step, and chunked prefill is off")
 
@@ -231,9 +237,9 @@ class Scheduler:
                 return (f"fragmentation: a contiguous reservation needs {need} adjacent pages; {free} are free "
                         f"but the longest free run is {run}")
             return f"KV pages: a contiguous reservation needs {need} pages for its whole possible length; {free} free"
-        need = self.blocks.blocks_needed(len(hit) * self.config.block_size + n) - len(hit)
+        need = self.blocks.pages_to_take(req, n, hit)
         reserve = self.config.watermark_blocks
         if need <= free:
-            return (f"watermark: {need} pages would leave fewer than the {reserve} pages kept free for running "
-                    f"requests to grow")
+            return (f"watermark: taking {need} pages would leave fewer than the {reserve} pages kept free for "
+                    "running requests to grow")
         return f"KV pages: needs {need} new pages, only {free} free"
