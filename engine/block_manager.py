@@ -15,6 +15,7 @@ the allocator needs the space and evicts it, least recently freed first.
 from __future__ import annotations
 
 import hashlib
+import heapq
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ class Block:
     block_hash: str | None = None
     token_ids: tuple[int, ...] = ()  # kept while hashed, so a cached-free page can still be drawn
     first_position: int = 0
+    text: str | None = None  # token_ids decoded, filled the first time the page is drawn
 
 
 def chain_hash(parent: str | None, token_ids: tuple[int, ...]) -> str:
@@ -49,12 +51,17 @@ class BlockManager:
         # Head is allocated next. Freed pages join the tail, so cached prefixes live as long as possible.
         self.free_queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(config.num_gpu_blocks))
         self.cached: dict[str, int] = {}  # prefix hash -> block id
+        # Kept up to date by every ref-count change, so accounting never scans the pool or the cache.
+        self._num_cached_free = 0
         self.req_blocks: dict[str, list[int]] = {}
         self.req_hashes: dict[str, list[str]] = {}
         self.req_num_hashed: dict[str, int] = {}
-        self.cpu_free: list[int] = list(range(config.num_cpu_blocks))
+        self.cpu_free: list[int] = list(range(config.num_cpu_blocks))  # a heap: lowest id is taken first
         self.cpu_req_blocks: dict[str, list[int]] = {}
         self.evictions: list[tuple[int, str]] = []  # (block id, hash) since the engine last drained it
+        # Drawn text of each request's pages: (tokens held, text) by page index. Tokens at a position
+        # never change, so a page is decoded again only while it is filling.
+        self._page_texts: dict[str, list[tuple[int, str]]] = {}
 
     # ---- accounting -------------------------------------------------------------------------
 
@@ -65,7 +72,8 @@ class BlockManager:
 
     @property
     def num_cached_free_blocks(self) -> int:
-        return sum(1 for b in self.cached.values() if self.blocks[b].ref_count == 0)
+        """Free pages that still hold a cached prefix."""
+        return self._num_cached_free
 
     @property
     def num_cpu_used(self) -> int:
@@ -128,6 +136,18 @@ class BlockManager:
 
     # ---- allocation -------------------------------------------------------------------------
 
+    def pages_to_take(self, req: Request, num_new_tokens: int, hit_blocks: list[int] = ()) -> int:
+        """Free pages that allocate() would consume: new pages, plus cached-free hits it revives."""
+        return self._new_pages(req, num_new_tokens, hit_blocks) + \
+            sum(1 for b in hit_blocks if self.blocks[b].ref_count == 0)
+
+    def _new_pages(self, req: Request, num_new_tokens: int, hit_blocks: list[int]) -> int:
+        table = self.req_blocks.get(req.request_id, [])
+        if self.contiguous:
+            return 0 if table else self.blocks_needed(req.max_total_tokens)
+        total = req.num_computed_tokens + len(hit_blocks) * self.block_size + num_new_tokens
+        return max(0, self.blocks_needed(total) - len(table) - len(hit_blocks))
+
     def allocate(self, req: Request, num_new_tokens: int, hit_blocks: list[int] = (),
                  reserve: int = 0) -> bool:
         """Make the request's block table cover its computed tokens plus num_new_tokens.
@@ -136,15 +156,9 @@ class BlockManager:
         many free pages must remain afterwards (the watermark). Returns False, and
         changes nothing, when the pool cannot cover it.
         """
-        table = self.req_blocks.get(req.request_id, [])
-        total = req.num_computed_tokens + len(hit_blocks) * self.block_size + num_new_tokens
-        if self.contiguous:
-            num_new = 0 if table else self.blocks_needed(req.max_total_tokens)
-        else:
-            num_new = max(0, self.blocks_needed(total) - len(table) - len(hit_blocks))
-        revived = sum(1 for b in hit_blocks if self.blocks[b].ref_count == 0)
-        if num_new + revived > self.num_free_blocks - reserve:
+        if self.pages_to_take(req, num_new_tokens, hit_blocks) > self.num_free_blocks - reserve:
             return False
+        num_new = self._new_pages(req, num_new_tokens, hit_blocks)
         for b in hit_blocks:  # taken first, so allocating new pages cannot evict them
             self._ref(b)
         new_ids = self._take(num_new) if num_new else []
@@ -152,7 +166,7 @@ class BlockManager:
             return False
         for b in new_ids:
             self._ref(b)
-        self.req_blocks[req.request_id] = table + list(hit_blocks) + new_ids
+        self.req_blocks[req.request_id] = self.req_blocks.get(req.request_id, []) + list(hit_blocks) + new_ids
         return True
 
     def largest_free_run(self) -> int:
@@ -179,13 +193,16 @@ class BlockManager:
         if block.block_hash is not None:  # reusing a cached-free page evicts its prefix
             self.evictions.append((block_id, block.block_hash))
             del self.cached[block.block_hash]
-            block.block_hash, block.token_ids = None, ()
+            block.block_hash, block.token_ids, block.text = None, (), None
+            self._num_cached_free -= 1
         return block_id
 
     def _ref(self, block_id: int) -> None:
         block = self.blocks[block_id]
         if block.ref_count == 0:
             self.free_queue.pop(block_id, None)
+            if block.block_hash is not None:  # a cached-free page taken back into use
+                self._num_cached_free -= 1
         block.ref_count += 1
 
     def free(self, req: Request) -> int:
@@ -201,12 +218,15 @@ class BlockManager:
             if block.ref_count == 0:
                 self.free_queue[b] = None
                 freed += 1
+                if block.block_hash is not None:
+                    self._num_cached_free += 1
         self.req_num_hashed.pop(req.request_id, None)
         return freed
 
     def forget(self, req: Request) -> None:
         """Drop the request's cached hashes once it can never be scheduled again."""
         self.req_hashes.pop(req.request_id, None)
+        self._page_texts.pop(req.request_id, None)
 
     # ---- swapping ---------------------------------------------------------------------------
 
@@ -215,7 +235,7 @@ class BlockManager:
         table = self.req_blocks[req.request_id]
         if len(table) > len(self.cpu_free):
             return None
-        cpu_ids = [self.cpu_free.pop(0) for _ in table]
+        cpu_ids = [heapq.heappop(self.cpu_free) for _ in table]
         self.cpu_req_blocks[req.request_id] = cpu_ids
         pairs = list(zip(table, cpu_ids, strict=True))
         self.free(req)
@@ -233,38 +253,46 @@ class BlockManager:
             self._ref(b)
         self.req_blocks[req.request_id] = gpu_ids
         del self.cpu_req_blocks[req.request_id]
-        self.cpu_free = sorted(self.cpu_free + cpu_ids)
+        for c in cpu_ids:
+            heapq.heappush(self.cpu_free, c)
         self.cache_full_blocks(req)
         return list(zip(cpu_ids, gpu_ids, strict=True))
 
     # ---- drawing ----------------------------------------------------------------------------
 
     def snapshot(self, requests: dict[str, Request], text_of: Callable[[list[int]], str]) -> list[BlockState]:
-        """Every non-free page, built from live bookkeeping (cost grows with pages in use, not the pool)."""
+        """Every non-free page, built from live bookkeeping: the cost grows with the pages shown
+        (in use or cached), never with the pool, and only pages still filling are decoded again."""
         states: dict[tuple[str, int], BlockState] = {}
         bs = self.block_size
         for device, tables in (("gpu", self.req_blocks), ("cpu", self.cpu_req_blocks)):
             for rid, table in tables.items():
                 req = requests[rid]
-                tokens = req.all_token_ids
+                texts = self._page_texts.setdefault(rid, {})
+                tokens = None  # the request's token list, built only if a page must be decoded
                 for i, b in enumerate(table):
                     key = (device, b)
                     if key in states:
                         states[key].owners.append(rid)
                         continue
                     first = i * bs
-                    held = tokens[first:min(first + bs, req.num_computed_tokens)]
+                    held = max(0, min(bs, req.num_computed_tokens - first))
+                    if texts.get(i, (None,))[0] != held:
+                        if tokens is None:
+                            tokens = req.all_token_ids
+                        texts[i] = (held, text_of(tokens[first:first + held]))
                     block = self.blocks[b] if device == "gpu" else None
                     states[key] = BlockState(
                         block_id=b, device=device, state="used", owners=[rid],
                         ref_count=block.ref_count if block else 1,
                         prefix_hash=block.block_hash if block else None,
-                        first_position=first, num_tokens=len(held), text=text_of(held))
+                        first_position=first, num_tokens=held, text=texts[i][1])
         for h, b in self.cached.items():
             block = self.blocks[b]
             if block.ref_count == 0:
+                if block.text is None:
+                    block.text = text_of(list(block.token_ids))
                 states[("gpu", b)] = BlockState(
                     block_id=b, device="gpu", state="cached", owners=[], ref_count=0, prefix_hash=h,
-                    first_position=block.first_position, num_tokens=len(block.token_ids),
-                    text=text_of(list(block.token_ids)))
+                    first_position=block.first_position, num_tokens=len(block.token_ids), text=block.text)
         return sorted(states.values(), key=lambda s: (s.device != "gpu", s.block_id))

@@ -16,6 +16,7 @@ can share one model.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -32,9 +33,30 @@ class KVCache:
         self.gpu = torch.zeros(shape, dtype=dtype, device=device)
         cpu_shape = (num_layers, 2, num_cpu_blocks * block_size, num_kv_heads, head_dim)
         self.cpu = torch.zeros(cpu_shape, dtype=dtype, device="cpu", pin_memory=device.type == "cuda")
+        self._gathered = torch.empty(0, dtype=dtype, device=device)
 
     def layer(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self.gpu[index, 0], self.gpu[index, 1]
+
+    def gather(self, index: int, pages: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer index's keys and values in pages [N, P], as two [N, P * block_size, kv_heads, head_dim]
+        tensors: each sequence's pages laid end to end, so position p is row p.
+
+        They are copied into one buffer reused by every layer and step: a fresh tensor of
+        megabytes per layer would be paged in by the OS on each call, which on a CPU costs
+        more than the copy itself. The result is valid until the next gather.
+        """
+        kv = self.gpu[index]  # [2, slots, kv_heads, head_dim]: every key page, then every value page
+        num_pages = kv.shape[1] // self.block_size
+        size = 2 * pages.numel() * self.block_size * kv[0, 0].numel()
+        if self._gathered.numel() < size:
+            self._gathered = torch.empty(size, dtype=kv.dtype, device=kv.device)
+        out = self._gathered[:size].view(2 * pages.numel(), -1)
+        # Whole pages are copied (a page's slots are adjacent in the pool), keys and values in one
+        # index_select along the first dimension, the one torch splits across CPU threads.
+        flat = pages.flatten()
+        torch.index_select(kv.view(2 * num_pages, -1), 0, torch.cat((flat, flat + num_pages)), out=out)
+        return out.view(2, pages.shape[0], -1, *kv.shape[2:]).unbind(0)
 
     def _slots(self, block_ids: list[int]) -> torch.Tensor:
         ids = torch.tensor(block_ids, dtype=torch.long)
@@ -60,14 +82,15 @@ class AttentionGroup:
     """Sequences attended together, padded to the longest query and context in the group.
 
     Decodes (one query each) and prefills are grouped apart, so one long prompt
-    does not pad every decode in the batch to its length.
+    does not pad every decode in the batch to its length; see attention_groups.
     """
 
     token_index: torch.Tensor  # [N, Q] where each query sits in the packed batch (padding: 0)
-    query_valid: torch.Tensor  # [N, Q] which of those are real
+    rows: torch.Tensor  # [M] the packed-batch row of each real (not padding) query ...
+    picks: torch.Tensor  # [M] ... and its index in the group's flattened [N * Q] queries
     query_pos: torch.Tensor  # [N, Q] position of each query in its sequence
-    kv_slots: torch.Tensor  # [N, L] pool slot of each context position (padding: slot 0)
-    mask: torch.Tensor  # [N, 1, Q, L] causal and length mask
+    pages: torch.Tensor  # [N, P] block table, enough pages for the longest context (padding: page 0)
+    mask: torch.Tensor  # [N, 1, Q, P * block_size] causal and length mask
 
 
 @dataclass
@@ -75,6 +98,28 @@ class PagedContext:
     cache: KVCache
     slot_mapping: torch.Tensor  # [T] where each packed token's key and value are written
     groups: list[AttentionGroup]
+
+
+def attention_groups(seqs: list[tuple[int, int, list[int]]]) -> list[list[int]]:
+    """Split the batch (indices into seqs) into groups that are padded and attended together.
+
+    A group pads every sequence to its longest query and its longest context, and
+    attention costs what the padded group reads and computes. So decodes (one query
+    each) and prefills are grouped apart, and each kind is sorted by context length
+    and cut wherever the context more than doubles: padding then never costs more
+    than the real work of its group.
+    """
+    groups: list[list[int]] = []
+    for decode in (True, False):
+        shortest = 0  # context length of the current group's first (shortest) sequence
+        for i in sorted((i for i, s in enumerate(seqs) if (s[1] == 1) == decode), key=lambda i: sum(seqs[i][:2])):
+            length = seqs[i][0] + seqs[i][1]
+            if shortest and length <= 2 * shortest:
+                groups[-1].append(i)
+            else:
+                groups.append([i])
+                shortest = length
+    return groups
 
 
 def build_context(cache: KVCache, seqs: list[tuple[int, int, list[int]]], device: torch.device) -> PagedContext:
@@ -86,27 +131,25 @@ def build_context(cache: KVCache, seqs: list[tuple[int, int, list[int]]], device
         total += n
     slot_mapping = torch.empty(total, dtype=torch.long)
     groups = []
-    for members in ([i for i, s in enumerate(seqs) if s[1] == 1], [i for i, s in enumerate(seqs) if s[1] > 1]):
-        if not members:
-            continue
+    for members in attention_groups(seqs):
         start = torch.tensor([seqs[i][0] for i in members])
         count = torch.tensor([seqs[i][1] for i in members])
         offset = torch.tensor([offsets[i] for i in members])
-        width = max(len(seqs[i][2]) for i in members)
-        tables = torch.tensor([seqs[i][2] + [0] * (width - len(seqs[i][2])) for i in members])
-        ctx_len = start + count
-        key_pos = torch.arange(int(ctx_len.max()))
-        kv_slots = tables[:, key_pos // bs] * bs + key_pos % bs
+        num_pages = math.ceil(int((start + count).max()) / bs)  # enough for the longest context
+        pages = torch.tensor([(seqs[i][2] + [0] * num_pages)[:num_pages] for i in members])
+        key_pos = torch.arange(num_pages * bs)
         q = torch.arange(int(count.max()))
         valid = q[None, :] < count[:, None]
         query_pos = torch.where(valid, start[:, None] + q, 0)
         token_index = torch.where(valid, offset[:, None] + q, 0)
-        slot_mapping[token_index[valid]] = kv_slots.gather(1, query_pos)[valid]
+        query_slots = pages.gather(1, query_pos // bs) * bs + query_pos % bs
+        slot_mapping[token_index[valid]] = query_slots[valid]
         # Causal: a query sees its own position and earlier ones. That also hides the padded
         # tail of shorter contexts, and padding queries (position 0) see one harmless slot.
         mask = key_pos[None, None, :] <= query_pos[:, :, None]
-        groups.append(AttentionGroup(token_index.to(device), valid.to(device), query_pos.to(device),
-                                     kv_slots.to(device), mask[:, None].to(device)))
+        groups.append(AttentionGroup(token_index.to(device), token_index[valid].to(device),
+                                     valid.flatten().nonzero().squeeze(1).to(device), query_pos.to(device),
+                                     pages.to(device), mask[:, None].to(device)))
     return PagedContext(cache, slot_mapping.to(device), groups)
 
 
@@ -126,15 +169,23 @@ def paged_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Ten
     k_pool[ctx.slot_mapping] = k
     v_pool[ctx.slot_mapping] = v
     window = kwargs.get("sliding_window")
+    heads, kv_heads, head_dim = q.shape[1], k.shape[1], q.shape[2]
+    share = heads // kv_heads  # query heads per KV head (grouped-query attention)
     out = torch.empty_like(q)
     for g in ctx.groups:
+        n, width = g.token_index.shape
         mask = g.mask
         if window:
-            key_pos = torch.arange(g.kv_slots.shape[1], device=q.device)
+            key_pos = torch.arange(mask.shape[-1], device=q.device)
             mask = mask & (key_pos > g.query_pos[:, :, None] - window)[:, None]
-        o = F.scaled_dot_product_attention(
-            q[g.token_index].transpose(1, 2), k_pool[g.kv_slots].transpose(1, 2),
-            v_pool[g.kv_slots].transpose(1, 2), attn_mask=mask, scale=scaling,
-            enable_gqa=q.shape[1] != k.shape[1])
-        out[g.token_index[g.query_valid]] = o.transpose(1, 2)[g.query_valid]
+        keys, values = ctx.cache.gather(module.layer_idx, g.pages)
+        # The query heads sharing a KV head become extra query rows of that head, so SDPA reads
+        # each KV head once ([N, kv_heads, share * Q, head_dim]); enable_gqa would copy it per query head.
+        queries = q[g.token_index].permute(0, 2, 1, 3).reshape(n, kv_heads, share * width, head_dim)
+        if width > 1:  # each folded row needs its query's mask row; one decode row broadcasts as it is
+            mask = mask.repeat(1, 1, share, 1)
+        o = F.scaled_dot_product_attention(queries, keys.transpose(1, 2), values.transpose(1, 2), attn_mask=mask,
+                                           scale=scaling)
+        o = o.view(n, heads, width, head_dim).transpose(1, 2).reshape(n * width, heads, head_dim)
+        out[g.rows] = o[g.picks]
     return out.unsqueeze(0), None

@@ -76,10 +76,15 @@ def _load(name: str, device: torch.device, dtype: torch.dtype) -> LoadedModel:
         return ModelLoadError(f"model {name!r} cannot be used: {reason}")
 
     local = os.path.isdir(name)
+    # A hub id is "name" or "org/name"; anything else can only have meant a folder.
+    if not local and (os.path.isabs(name) or name.startswith((".", "~")) or name.count("/") > 1):
+        raise fail("not found: there is no folder at that path")
+    if local and not os.path.isfile(os.path.join(name, "config.json")):
+        raise fail("the folder has no config.json, so it holds no transformers model")
     try:
         hf_config = AutoConfig.from_pretrained(name, trust_remote_code=False, local_files_only=local)
     except (OSError, ValueError) as exc:
-        raise fail("not found as a local folder, and not loadable as a hub id "
+        raise fail("not found: no local folder of that name, and it could not be loaded as a Hugging Face hub id "
                    f"(no download is possible offline): {str(exc).splitlines()[0]}") from exc
     if getattr(hf_config, "is_encoder_decoder", False):
         raise fail("it is an encoder-decoder model; the engine serves decoder-only causal LMs")
@@ -94,6 +99,9 @@ def _load(name: str, device: torch.device, dtype: torch.dtype) -> LoadedModel:
     if not getattr(model, "_supports_attention_backend", False):
         raise fail(f"{type(model).__name__} does not route attention through transformers' "
                    "AttentionInterface, so its KV cache cannot be paged")
+    if not all(m.is_causal for m in model.modules() if hasattr(m, "is_causal")):
+        raise fail(f"{type(model).__name__} attends in both directions (an encoder, such as BERT); the engine "
+                   "serves decoder-only causal LMs, where each token sees only the tokens before it")
     try:
         tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=local)
     except (OSError, ValueError) as exc:
@@ -144,13 +152,15 @@ class ModelRunner:
             input_ids=torch.tensor([ids], device=device), position_ids=torch.tensor([positions], device=device),
             logits_to_keep=torch.tensor(last_rows, dtype=torch.long, device=device), use_cache=False,
             paged_context=ctx)
-        logits = out.logits[0].float()
-        return {req.request_id: self._sample(req, logits[i]) for i, req in enumerate(samplers)}
+        logits = out.logits[0]
+        # One argmax for the whole batch serves every greedy request (one device sync, not one each).
+        greedy = logits.argmax(dim=-1).tolist()
+        return {req.request_id: greedy[i] if req.sampling.temperature == 0 else self._sample(req, logits[i].float())
+                for i, req in enumerate(samplers)}
 
     def _sample(self, req: Request, logits: torch.Tensor) -> int:
+        """Draw from the temperature-scaled (and top-p truncated) distribution."""
         params = req.sampling
-        if params.temperature == 0:
-            return int(logits.argmax())
         # A generator seeded by (request seed, output index) makes each draw independent of
         # batch composition and history, so preemption, time travel and A/B runs agree.
         base = params.seed if params.seed is not None else self.seed * 1_000_003 + req.arrival_index
