@@ -1,0 +1,212 @@
+"""Headless runs: ``python -m engine WORKLOAD.jsonl [knobs]`` replays a workload to the end.
+
+Every EngineConfig field is a command-line flag (``num_gpu_blocks`` becomes
+``--num-gpu-blocks``), generated from the dataclass so a new knob appears here by
+itself. The run prints each request's outcome and a metrics table; ``--records``
+saves every StepRecord as JSON Lines for later study. Bad input (a knob value, a
+file, a line in it) ends with one line naming what is wrong and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import NoReturn, TextIO
+
+from tqdm import tqdm
+
+from engine.config import EngineConfig
+from engine.engine import Engine
+from engine.workload import PRESETS, WorkloadError, WorkloadItem, parse_workload, submit
+
+# What each knob teaches; --help shows it with the dataclass default. Keyed by field name,
+# and a test checks that every EngineConfig field has an entry.
+KNOB_HELP = {
+    "model": "local model folder (or cached hub id) of a decoder-only causal LM",
+    "device": "'auto', 'cpu' or 'cuda'",
+    "dtype": "'float32', 'float16' or 'bfloat16'",
+    "seed": "seed for sampling requests that set no seed of their own",
+    "max_model_len": "longest prompt plus output a request may have (default: the model's limit)",
+    "block_size": "tokens per KV page",
+    "num_gpu_blocks": "pages in the KV pool: the memory the scheduler must fit every running request into",
+    "num_cpu_blocks": "pages of host memory that swap preemption copies KV pages into",
+    "max_num_batched_tokens": "token budget: most tokens (prefill + decode) in one forward pass",
+    "max_num_seqs": "sequence cap: most requests in the running batch",
+    "enable_chunked_prefill": "split long prompts across steps to fit the token budget",
+    "long_prefill_token_threshold": "with chunked prefill, the largest chunk one request may take per step (0: no cap)",
+    "step_order": "'decode_first' (vLLM v1: decodes and prefill chunks share a step) or 'prefill_first' "
+                  "(vLLM v0 / SGLang: prefill-only steps whenever new prompts fit)",
+    "scheduling_policy": "'fcfs' (arrival order) or 'priority' (lower priority value first; may preempt)",
+    "preemption_mode": "what a preempted request loses: 'recompute' (drop its KV, recompute later) or 'swap' "
+                       "(copy its KV pages to CPU memory)",
+    "victim_rule": "who is preempted: 'policy' (follows scheduling_policy, as vLLM) or 'fewest_generated' "
+                   "(SGLang's retraction order)",
+    "watermark": "fraction of the pool kept free when admitting, so running requests can grow",
+    "enable_prefix_caching": "let requests share KV pages of equal prompt prefixes",
+    "kv_allocation": "'paged' (a page at a time, anywhere) or 'contiguous' (one run sized for the longest "
+                     "possible output, reserved at admission)",
+}
+FORMAT_OF_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv"}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """One line, no usage dump: the message already names the flag."""
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m engine", description="Replay a workload through the engine, step by step, "
+                     "and print each request's outcome and the run's latency and memory metrics.")
+    parser.add_argument("workload", nargs="?", type=Path, help="workload file: .jsonl (one JSON object per line) "
+                        "or .csv (header row: prompt,max_tokens,priority,arrival_step,temperature,ignore_eos)")
+    parser.add_argument("--preset", choices=sorted(PRESETS), help="run a built-in workload instead of a file")
+    parser.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (default: run "
+                        "until every request has finished)")
+    parser.add_argument("--records", type=Path, help="write every StepRecord to this file as JSON Lines")
+    knobs = parser.add_argument_group("engine knobs", "every EngineConfig field; defaults are EngineConfig's")
+    hints = typing.get_type_hints(EngineConfig)
+    for f in dataclasses.fields(EngineConfig):
+        help_text = f"{KNOB_HELP[f.name]} (default: {f.default})"
+        # SUPPRESS: an unset knob stays out of the namespace, so EngineConfig supplies its default.
+        if hints[f.name] is bool:
+            knobs.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
+                               help=help_text)
+        else:
+            knobs.add_argument(_flag(f.name), type=_value_type(hints[f.name]), default=argparse.SUPPRESS,
+                               metavar=f.name.upper(), help=help_text)
+    return parser
+
+
+def _value_type(hint: object) -> type:
+    """int | None -> int: a flag given on the command line always has a value."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        (hint,) = [a for a in typing.get_args(hint) if a is not type(None)]
+    return hint
+
+
+class InputError(Exception):
+    """Bad input from the user: reported as one line, exit status 2."""
+
+
+def _load_items(args: argparse.Namespace) -> list[WorkloadItem]:
+    if (args.workload is None) == (args.preset is None):
+        raise InputError("give a workload file or --preset NAME (one of them)")
+    if args.preset:
+        return PRESETS[args.preset]()
+    path: Path = args.workload
+    fmt = FORMAT_OF_SUFFIX.get(path.suffix.lower())
+    if fmt is None:
+        raise InputError(f"{path}: cannot tell the format; name the file .jsonl or .csv")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: workload file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read it ({exc})") from None
+    try:
+        return parse_workload(text, fmt)
+    except WorkloadError as exc:
+        raise InputError(f"{path}: {exc}") from None
+
+
+def _engine(args: argparse.Namespace) -> Engine:
+    names = {f.name for f in dataclasses.fields(EngineConfig)}
+    knobs = {k: v for k, v in vars(args).items() if k in names}
+    try:
+        return Engine(EngineConfig(**knobs))
+    except ValueError as exc:  # a knob's value, or ModelLoadError for --model
+        knob = str(exc).split(" ", 1)[0]
+        flag = f"{_flag(knob)}: " if knob in names else ""
+        raise InputError(f"{flag}{exc}") from None
+
+
+def _run(eng: Engine, num_requests: int, max_steps: int | None, records_file: TextIO | None) -> float:
+    """Step to the end, streaming records; returns the peak KV pool usage seen."""
+    peak = 0.0
+    with tqdm(total=num_requests, unit="req", desc="requests finished", file=sys.stderr) as bar:
+        while eng.has_unfinished_requests() and (max_steps is None or eng.step_index < max_steps):
+            rec = eng.step()
+            peak = max(peak, rec.stats.kv_cache_usage_perc)
+            bar.update(len(rec.finished))
+            bar.set_postfix(step=rec.step, refresh=False)
+            if records_file:
+                records_file.write(json.dumps(rec.to_dict(), ensure_ascii=False) + "\n")
+    return peak
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def report(eng: Engine, peak_usage: float) -> str:
+    lines = [f"{'request':<8} {'status':<9} {'finish':<9} {'prompt':>6} {'output':>6} {'preempted':>9}  text"]
+    for rid, req in eng.requests.items():
+        lines.append(f"{rid:<8} {req.status.value:<9} {req.finish_reason.value if req.finish_reason else '-':<9} "
+                     f"{req.num_prompt_tokens:>6} {len(req.output_token_ids):>6} {req.num_preemptions:>9}  "
+                     f"{json.dumps(req.output_text, ensure_ascii=False)}")
+    agg = eng.metrics()["aggregate"]
+    lines += ["", f"{'metric':<24} {'p50':>10} {'p95':>10}"]
+    for label, key in (("TTFT", "ttft"), ("ITL", "itl"), ("e2e latency", "e2e")):
+        for unit, digits in (("steps", 1), ("ms", 2)):
+            summary = agg[f"{key}_{unit}"]
+            lines.append(f"{label + ' (' + unit + ')':<24} {_fmt(summary['p50'], digits):>10} "
+                         f"{_fmt(summary['p95'], digits):>10}")
+    lines += [
+        "",
+        f"{'steps':<24} {agg['num_steps']:>10}",
+        f"{'generated tokens':<24} {agg['generation_tokens']:>10}",
+        f"{'throughput (tok/s)':<24} {_fmt(agg['throughput_tokens_per_s']):>10}",
+        f"{'preemptions':<24} {agg['num_preemptions']:>10}",
+        f"{'recomputed tokens':<24} {agg['num_recomputed_tokens']:>10}",
+        f"{'swapped blocks':<24} {agg['num_swapped_blocks']:>10}",
+        f"{'prefix cache hit rate':<24} {_fmt(100 * agg['prefix_cache_hit_rate']) + ' %':>10}",
+        f"{'peak KV usage':<24} {_fmt(100 * peak_usage) + ' %':>10}",
+    ]
+    unfinished = sum(not r.is_finished for r in eng.requests.values())
+    if unfinished:
+        lines.append(f"\nstopped at --max-steps with {unfinished} request(s) unfinished")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.max_steps is not None and args.max_steps < 1:
+            raise InputError(f"--max-steps: must be an integer >= 1; got {args.max_steps}")
+        items = _load_items(args)
+        eng = _engine(args)
+        try:
+            submit(eng, items)
+        except WorkloadError as exc:
+            raise InputError(str(exc)) from None
+        try:
+            records_file = args.records.open("w", encoding="utf-8") if args.records else None
+        except OSError as exc:
+            raise InputError(f"--records: cannot write {args.records} ({exc.strerror})") from None
+    except InputError as exc:
+        parser.error(str(exc))
+    try:
+        peak = _run(eng, len(items), args.max_steps, records_file)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if records_file:
+            records_file.close()
+    print(report(eng, peak))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
