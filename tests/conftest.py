@@ -37,3 +37,11 @@ def tiny_llama(tmp_path_factory) -> str:
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
                          initializer_range=0.2, bos_token_id=None, eos_token_id=256)
     return save_model(LlamaForCausalLM(config), tmp_path_factory.mktemp("tiny_llama"))
+
+
+@pytest.fixture(scope="session")
+def lab_model(tiny_llama) -> str:
+    """The model the app tests serve: the shipped default where it is present (as in CI), else the tiny one."""
+    from engine import DEFAULT_MODEL
+
+    return DEFAULT_MODEL if (Path(DEFAULT_MODEL) / "model.safetensors").exists() else tiny_llama

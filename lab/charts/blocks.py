@@ -1,0 +1,167 @@
+"""The KV block map: one cell per page of the GPU pool, and the CPU swap space beside it.
+
+A cell takes its owner's colour. Three things a student must learn to see get
+their own look: a prefix page shared by several requests (marked with its
+reference count), a freed page that still holds a cached prefix (grey-blue,
+"c": it can be reused or evicted), and a page reserved but still empty (a pale
+tint with a dot: the waste of a contiguous, sized-for-the-worst reservation).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from engine.records import BlockState, StepRecord
+from lab.charts.style import discrete_colorscale, hover_text, layout, legend_key
+from lab.palette import CACHED_FREE, FREE, REQUEST_COLORS, request_color_index, tint
+
+# z index -> colour: free, cached-free, each request's colour, then each request's pale tint.
+CELL_COLORS = [FREE, CACHED_FREE, *REQUEST_COLORS, *(tint(c, 0.72) for c in REQUEST_COLORS)]
+FREE_Z, CACHED_Z, OWNED_Z, EMPTY_Z = 0, 1, 2, 2 + len(REQUEST_COLORS)
+CHANGED_MARK = "#111111"
+CELL_PX = 26
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Where block i sits: row-major, `cols` to a row."""
+
+    num_blocks: int
+    cols: int
+
+    @property
+    def rows(self) -> int:
+        return max(1, math.ceil(self.num_blocks / self.cols))
+
+    def cell(self, block_id: int) -> tuple[int, int]:
+        return divmod(block_id, self.cols)
+
+
+def gpu_grid(num_blocks: int) -> Grid:
+    return Grid(num_blocks, 16 if num_blocks <= 128 else 32 if num_blocks <= 1024 else 64)
+
+
+def cpu_grid(num_blocks: int, rows: int) -> Grid:
+    """As many rows as the GPU grid where it can, so the two sit side by side at one cell size."""
+    return Grid(num_blocks, max(4, math.ceil(num_blocks / rows)))
+
+
+def grids(record: StepRecord) -> tuple[Grid, Grid | None]:
+    gpu = gpu_grid(record.budget.num_gpu_blocks)
+    cpu = cpu_grid(record.budget.num_cpu_blocks, gpu.rows) if record.budget.num_cpu_blocks else None
+    return gpu, cpu
+
+
+def _z(block: BlockState) -> int:
+    if block.state == "cached":
+        return CACHED_Z
+    base = EMPTY_Z if block.num_tokens == 0 else OWNED_Z
+    return base + request_color_index(block.owners[0])
+
+
+def _mark(block: BlockState) -> str:
+    if block.state == "cached":
+        return "c"
+    if block.ref_count > 1:
+        return f"×{block.ref_count}"
+    return "·" if block.num_tokens == 0 else ""
+
+
+def _hover(block: BlockState | None, device: str, block_id: int) -> str:
+    where = f"{device.upper()} block {block_id}"
+    if block is None:
+        return f"{where}<br>free"
+    positions = (f"tokens {block.first_position}–{block.first_position + block.num_tokens - 1}"
+                 if block.num_tokens else "no tokens yet (reserved)")
+    if block.state == "cached":
+        head = f"{where}<br>cached-free: no owner, keeps prefix {block.prefix_hash} until evicted"
+    else:
+        head = f"{where}<br>owner{'s' if len(block.owners) > 1 else ''}: {', '.join(block.owners)}"
+    lines = [head, f"ref count {block.ref_count} · {positions}"]
+    if block.prefix_hash and block.state != "cached":
+        lines.append(f"prefix hash {block.prefix_hash}")
+    if block.text:
+        lines.append(f"“{hover_text(block.text, 48)}”")
+    return "<br>".join(lines)
+
+
+def _signature(record: StepRecord | None) -> dict[tuple[str, int], tuple]:
+    if record is None:
+        return {}
+    return {(b.device, b.block_id): (b.state, tuple(b.owners)) for b in record.blocks}
+
+
+def pool_traces(record: StepRecord, previous: StepRecord | None = None) -> list[go.BaseTraceType]:
+    """Heatmap + "changed this step" outlines for the GPU pool, then the same for the CPU pool (if any)."""
+    by_cell = {(b.device, b.block_id): b for b in record.blocks}
+    before, now = _signature(previous), _signature(record)
+    traces = []
+    for device, grid in zip(("gpu", "cpu"), grids(record), strict=True):
+        if grid is None:
+            continue
+        z = [[None] * grid.cols for _ in range(grid.rows)]
+        text = [[""] * grid.cols for _ in range(grid.rows)]
+        hover = [[""] * grid.cols for _ in range(grid.rows)]
+        changed_x, changed_y = [], []
+        for block_id in range(grid.num_blocks):
+            row, col = grid.cell(block_id)
+            block = by_cell.get((device, block_id))
+            z[row][col] = FREE_Z if block is None else _z(block)
+            text[row][col] = "" if block is None else _mark(block)
+            hover[row][col] = _hover(block, device, block_id)
+            key = (device, block_id)
+            if previous is not None and before.get(key) != now.get(key):
+                changed_x.append(col)
+                changed_y.append(row)
+        traces.append(go.Heatmap(
+            z=z, text=text, hovertext=hover, hoverinfo="text", texttemplate="%{text}", textfont=dict(size=11),
+            colorscale=discrete_colorscale(CELL_COLORS), zmin=-0.5, zmax=len(CELL_COLORS) - 0.5, showscale=False,
+            xgap=2, ygap=2, hoverongaps=False, name=f"{device.upper()} pool"))
+        traces.append(go.Scatter(
+            x=changed_x, y=changed_y, mode="markers", hoverinfo="skip", showlegend=False, name="changed",
+            marker=dict(symbol="square-open", size=CELL_PX - 4, color=CHANGED_MARK, line=dict(width=2))))
+    return traces
+
+
+def legend_traces() -> list[go.Scatter]:
+    return [legend_key("free", FREE, line="#BBBBBB"), legend_key("cached-free (c)", CACHED_FREE),
+            legend_key("reserved, empty (·)", tint(REQUEST_COLORS[0], 0.72)),
+            legend_key("changed this step", CHANGED_MARK, "square-open")]
+
+
+def style_axes(fig: go.Figure, record: StepRecord, row: int = 1) -> None:
+    """Hide the grid's x axes; label each row with its first block id; fix ranges so steps do not jump."""
+    for col, grid in enumerate(g for g in grids(record) if g is not None):
+        fig.update_xaxes(visible=False, range=[-0.5, grid.cols - 0.5], fixedrange=True, row=row, col=col + 1)
+        fig.update_yaxes(range=[grid.rows - 0.5, -0.5], tickvals=list(range(grid.rows)),
+                         ticktext=[str(r * grid.cols) for r in range(grid.rows)], showgrid=False, zeroline=False,
+                         ticks="", fixedrange=True, tickfont_size=10, row=row, col=col + 1)
+
+
+def titles(record: StepRecord) -> list[str]:
+    b = record.budget
+    gpu = f"GPU KV pool: {b.gpu_blocks_used} used · {b.gpu_blocks_cached} cached-free · {b.gpu_blocks_free} free"
+    return [gpu, f"CPU swap space: {b.cpu_blocks_used} of {b.num_cpu_blocks} used"][:1 + bool(b.num_cpu_blocks)]
+
+
+def column_widths(record: StepRecord) -> list[float]:
+    return [g.cols for g in grids(record) if g is not None]
+
+
+def figure(record: StepRecord, previous: StepRecord | None = None) -> go.Figure:
+    gpu, cpu = grids(record)
+    fig = make_subplots(rows=1, cols=1 + (cpu is not None), column_widths=column_widths(record),
+                        subplot_titles=titles(record), horizontal_spacing=0.03)
+    traces = pool_traces(record, previous)
+    for i, trace in enumerate(traces):
+        fig.add_trace(trace, row=1, col=1 + i // 2)
+    for trace in legend_traces():
+        fig.add_trace(trace, row=1, col=1)
+    style_axes(fig, record)
+    rows = max(gpu.rows, cpu.rows if cpu else 0)
+    return layout(fig, "blocks", height=90 + rows * CELL_PX, showlegend=True,
+                  legend=dict(orientation="h", yanchor="top", y=-0.02, xanchor="left", x=0, font_size=12))

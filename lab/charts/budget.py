@@ -1,0 +1,77 @@
+"""This step's forward pass against its three limits: tokens, sequences and free KV pages.
+
+The token bar is the heart of the scheduler loop: every request's share of the
+step, in batch order, coloured by request and hatched by kind (plain for a
+decode's single token, stripes for a prefill or a chunk of one, crosses for a
+recompute), against max_num_batched_tokens. KEY says so in words.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from engine.records import StepRecord
+from lab.charts.style import layout
+from lab.palette import CACHED_FREE, CHUNK_PATTERNS, FREE, request_color, text_color
+
+KIND_LABELS = {"decode": "decode", "prefill": "prefill", "prefill_chunk": "prefill chunk",
+               "recompute_prefill": "recompute"}
+USED_PAGES = "#6B6B6B"
+ROWS = ("tokens", "sequences", "KV pages")
+KEY = "Colour: request. Plain: a decode (one token). Striped: a prefill or a chunk of one. Crossed: a recompute."
+
+
+def _segments(record: StepRecord) -> list[dict]:
+    """One dict per bar segment: row, start, length, colour, pattern, label, hover."""
+    b = record.budget
+    segs, at = [], 0
+    for c in record.batch:
+        token = f" → “{c.new_token_text}”" if c.new_token_text is not None else " (no token yet: more chunks to go)"
+        segs.append(dict(row=0, start=at, length=c.num_tokens, color=request_color(c.request_id),
+                         pattern=CHUNK_PATTERNS[c.kind], label=c.request_id if c.num_tokens > 1 else "",
+                         hover=f"<b>{c.request_id}</b> {KIND_LABELS[c.kind]}: {c.num_tokens} tokens "
+                               f"(positions {c.start}–{c.start + c.num_tokens - 1}){token}"))
+        at += c.num_tokens
+    if b.token_budget > at:
+        segs.append(dict(row=0, start=at, length=b.token_budget - at, color=FREE, pattern="", label="",
+                         hover=f"unused budget: {b.token_budget - at} of {b.token_budget} tokens"))
+    for i, c in enumerate(record.batch):
+        segs.append(dict(row=1, start=i, length=1, color=request_color(c.request_id), pattern="", label="",
+                         hover=f"<b>{c.request_id}</b> has a seat in this batch"))
+    if b.seq_cap > b.seqs_used:
+        segs.append(dict(row=1, start=b.seqs_used, length=b.seq_cap - b.seqs_used, color=FREE, pattern="",
+                         label="", hover=f"{b.seq_cap - b.seqs_used} free seats (max_num_seqs={b.seq_cap})"))
+    at = 0
+    for name, n, color in (("used", b.gpu_blocks_used - b.gpu_blocks_cached, USED_PAGES),
+                           ("cached-free", b.gpu_blocks_cached, CACHED_FREE), ("free", b.gpu_blocks_free, FREE)):
+        if n:
+            segs.append(dict(row=2, start=at, length=n, color=color, pattern="", label=f"{n} {name}",
+                             hover=f"{n} of {b.num_gpu_blocks} GPU pages {name}"))
+            at += n
+    return segs
+
+
+def figure(record: StepRecord) -> go.Figure:
+    b = record.budget
+    totals = (max(b.token_budget, b.tokens_used), max(b.seq_cap, b.seqs_used), b.num_gpu_blocks)
+    names = (f"<b>tokens</b> {b.tokens_used} / {b.token_budget}  ({b.decode_tokens} decode + "
+             f"{b.prefill_tokens} prefill)", f"<b>sequences</b> {b.seqs_used} / {b.seq_cap}",
+             f"<b>KV pages</b> {b.gpu_blocks_used - b.gpu_blocks_cached} used / {b.num_gpu_blocks}")
+    fig = make_subplots(rows=3, cols=1, subplot_titles=names, vertical_spacing=0.2)
+    segs = _segments(record)
+    for row in range(3):
+        mine = [s for s in segs if s["row"] == row]
+        fig.add_trace(go.Bar(
+            y=[0] * len(mine), x=[s["length"] for s in mine], base=[s["start"] for s in mine], orientation="h",
+            width=0.8, text=[s["label"] for s in mine], textposition="inside", insidetextanchor="middle",
+            textfont=dict(color=[text_color(s["color"]) for s in mine]),
+            hovertext=[s["hover"] for s in mine], hoverinfo="text", showlegend=False, name=ROWS[row],
+            marker=dict(color=[s["color"] for s in mine], line=dict(width=1, color="#FFFFFF"),
+                        pattern=dict(shape=[s["pattern"] for s in mine], fgcolor="#FFFFFF", size=6, solidity=0.3))),
+            row=row + 1, col=1)
+        fig.update_xaxes(range=[0, totals[row]], showgrid=False, fixedrange=True, row=row + 1, col=1)
+        fig.update_yaxes(visible=False, range=[-0.5, 0.5], fixedrange=True, row=row + 1, col=1)
+    fig.update_annotations(x=0, xanchor="left", font_size=13)
+    return layout(fig, "budget", height=250, barmode="overlay", margin=dict(l=8, r=8, t=28, b=8),
+                  showlegend=False)

@@ -1,0 +1,64 @@
+"""The whole history as one Plotly animation: the block map above the queues, a frame per step.
+
+Plotly plays it in the browser (play button, slider), so it runs without the
+server: the same traces the live views draw, one frame per StepRecord.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from engine.records import StepRecord
+from lab.charts import blocks, queues
+from lab.charts.style import layout
+
+FRAME_MS = 400
+
+
+def _traces(records: list[StepRecord], i: int) -> list[go.BaseTraceType]:
+    previous = records[i - 1] if i else None
+    return blocks.pool_traces(records[i], previous) + queues.queue_traces(records[: i + 1])
+
+
+def figure(records: list[StepRecord]) -> go.Figure:
+    """Frames for every record; the figure opens on the last one."""
+    first = records[-1]
+    widths = blocks.column_widths(first)
+    cols = len(widths)
+    specs = [[{}] * cols, [{"colspan": cols}] + [None] * (cols - 1)]
+    fig = make_subplots(rows=2, cols=cols, column_widths=widths, specs=specs, row_heights=[0.5, 0.5],
+                        vertical_spacing=0.08, horizontal_spacing=0.03,
+                        subplot_titles=[*(["GPU KV pool", "CPU swap space"][:cols]), "Queues"])
+    pool = blocks.pool_traces(first, records[-2] if len(records) > 1 else None)
+    for i, trace in enumerate(pool):
+        fig.add_trace(trace, row=1, col=1 + i // 2)
+    for trace in queues.queue_traces(records):
+        fig.add_trace(trace, row=2, col=1)
+    blocks.style_axes(fig, first, row=1)
+    queues.style_axes(fig, row=2, col=1)
+    axes = [(t.xaxis, t.yaxis) for t in fig.data]
+    frames = []
+    for i, record in enumerate(records):
+        data = _traces(records, i)
+        for trace, (x, y) in zip(data, axes, strict=True):
+            trace.update(xaxis=x, yaxis=y)
+        frames.append(go.Frame(data=data, name=str(record.step), layout=dict(title_text=f"Step {record.step}")))
+    fig.frames = frames
+    play = dict(frame=dict(duration=FRAME_MS, redraw=True), transition=dict(duration=0), fromcurrent=True,
+                mode="immediate")
+    fig.update_layout(
+        updatemenus=[dict(type="buttons", direction="left", x=0, y=-0.06, xanchor="left", yanchor="top",
+                          showactive=False, buttons=[
+                              dict(label="▶ Play", method="animate", args=[None, play]),
+                              dict(label="❚❚ Pause", method="animate",
+                                   args=[[None], dict(frame=dict(duration=0, redraw=False), mode="immediate")])])],
+        sliders=[dict(active=len(records) - 1, x=0.2, len=0.8, y=-0.04, yanchor="top",
+                      currentvalue=dict(prefix="step ", font_size=13, xanchor="right"),
+                      steps=[dict(label=str(r.step), method="animate",
+                                  args=[[str(r.step)], dict(frame=dict(duration=0, redraw=True), mode="immediate",
+                                                            transition=dict(duration=0))]) for r in records])])
+    rows = blocks.grids(first)[0].rows
+    return layout(fig, "replay", height=460 + rows * blocks.CELL_PX, showlegend=False,
+                  title=dict(text=f"Step {first.step}", x=0, font_size=15), barmode="overlay",
+                  margin=dict(l=8, r=8, t=56, b=90))

@@ -1,0 +1,224 @@
+"""One browser session's run, and time travel over it.
+
+A run is fully determined by its *script*: the engine config at step 0, the
+workload submitted before step 0, and the changes the user made between steps
+(live knob changes, requests added by hand), each filed under the step it
+applied before. The engine is deterministic, so replaying the script rebuilds the
+exact engine at any step. That is how time travel works:
+
+* every StepRecord is kept, so looking at a past step costs nothing (``seek``);
+* changing anything, or stepping, while looking at a past step *branches*: the
+  records after it are dropped, an engine is rebuilt by replaying the script up
+  to it, and the run continues from there.
+
+``Run`` knows nothing of Streamlit, so lessons, an A/B page and the tests can
+drive one directly; the session glue at the bottom keeps one per browser
+session. The API, in full:
+
+    run = Run(config, workload)          # a fresh engine at step 0 (ValueError on a bad config)
+    run.records, run.cursor, run.record  # history, the step on screen (-1: none yet), its record
+    run.step(n) / run.back() / run.seek(i)
+    run.set_knobs(**knobs) -> bool       # live knobs apply from the next step; others restart (True)
+    run.add_request(item)                # joins at the next step (or its own, later, arrival step)
+    run.reset(config, workload)          # start again at step 0
+    run.config_next(), run.items(), run.change_before(step), run.done, run.at_latest
+
+    session_run()                        # this browser session's Run (created on first use)
+    flash(kind, message)                 # a message for the next render (from callbacks)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import streamlit as st
+
+from engine import DEFAULT_MODEL, Engine, EngineConfig, LoadedModel, StepRecord, load_model
+from engine.config import LIVE_KNOBS
+from engine.workload import PRESETS, WorkloadItem, submit
+
+Loader = Callable[[str, str, str], LoadedModel]
+
+
+def default_config(**knobs) -> EngineConfig:
+    """The lab's starting knobs. LAB_MODEL points the lab at another model folder (tests use a tiny one)."""
+    return EngineConfig(model=os.environ.get("LAB_MODEL", DEFAULT_MODEL), **knobs)
+
+
+@dataclass
+class Change:
+    """What the user did between two steps: live knobs set and requests added by hand."""
+
+    knobs: dict[str, object] = field(default_factory=dict)
+    requests: list[WorkloadItem] = field(default_factory=list)
+
+
+class ReplayError(RuntimeError):
+    """Replaying the script did not reproduce a stored step: the engine is not deterministic."""
+
+
+class Run:
+    def __init__(self, config: EngineConfig, workload: list[WorkloadItem], load: Loader = load_model):
+        self._load = load
+        self.config = config  # the knobs at step 0; later live changes live in self.changes
+        self.workload = list(workload)
+        self.changes: dict[int, Change] = {}  # step -> what was done just before that step ran
+        self.records: list[StepRecord] = []
+        self.cursor = -1  # index of the record on screen; -1 before the first step
+        self.engine = self._replay(0)
+
+    # ---- reading ----------------------------------------------------------------------------
+
+    @property
+    def record(self) -> StepRecord | None:
+        return self.records[self.cursor] if self.cursor >= 0 else None
+
+    @property
+    def next_step(self) -> int:
+        """The step that Step would run from here."""
+        return self.cursor + 1
+
+    @property
+    def at_latest(self) -> bool:
+        return self.cursor == len(self.records) - 1
+
+    @property
+    def done(self) -> bool:
+        """At the end of history with nothing left to serve: stepping further would only idle."""
+        return self.at_latest and not self.engine.has_unfinished_requests()
+
+    def config_next(self) -> EngineConfig:
+        """The knobs the next step from the cursor runs with: step 0's plus every change up to it."""
+        knobs = {}
+        for step in sorted(s for s in self.changes if s <= self.next_step):
+            knobs.update(self.changes[step].knobs)
+        return dataclasses.replace(self.config, **knobs)
+
+    def change_before(self, step: int) -> Change | None:
+        return self.changes.get(step)
+
+    def items(self) -> list[WorkloadItem]:
+        """The whole workload: the initial one, then requests added by hand (with the step they joined at)."""
+        added = [item for step in sorted(self.changes) for item in self.changes[step].requests]
+        return self.workload + added
+
+    # ---- moving through history -------------------------------------------------------------
+
+    def seek(self, index: int) -> None:
+        """Show a recorded step (-1: before the first). Looking changes nothing."""
+        self.cursor = max(-1, min(index, len(self.records) - 1))
+
+    def back(self) -> None:
+        self.seek(self.cursor - 1)
+
+    def step(self, n: int = 1) -> list[StepRecord]:
+        """Run up to n engine steps from the cursor (branching if it is in the past); stops early when done."""
+        self._branch()
+        new = []
+        while len(new) < n and self.engine.has_unfinished_requests():
+            new.append(self.engine.step())
+        self.records += new
+        self.cursor = len(self.records) - 1
+        return new
+
+    # ---- changing the run -------------------------------------------------------------------
+
+    def set_knobs(self, **knobs) -> bool:
+        """Apply knob changes from the next step. Live knobs join the script; any other knob restarts
+        the run at step 0 with the same workload (returns True). A bad value raises ValueError and
+        leaves the run as it was."""
+        current = self.config_next()
+        knobs = {k: v for k, v in knobs.items() if getattr(current, k) != v}
+        if not knobs:
+            return False
+        if not set(knobs) <= LIVE_KNOBS:
+            self.reset(dataclasses.replace(current, **knobs), self.items())
+            return True
+        engine = self._engine_at_cursor()
+        engine.update_config(**knobs)  # validates before changing anything
+        self._commit_branch(engine)
+        self.changes.setdefault(self.next_step, Change()).knobs.update(knobs)
+        return False
+
+    def add_request(self, item: WorkloadItem) -> str:
+        """Add one request before the next step; returns its id. A bad request raises ValueError."""
+        item = dataclasses.replace(item, arrival_step=max(item.arrival_step, self.next_step))
+        engine = self._engine_at_cursor()
+        (request_id,) = submit(engine, [item])
+        self._commit_branch(engine)
+        self.changes.setdefault(self.next_step, Change()).requests.append(item)
+        return request_id
+
+    def reset(self, config: EngineConfig | None = None, workload: list[WorkloadItem] | None = None) -> None:
+        """Start again at step 0 (the new engine is built first, so a bad config changes nothing)."""
+        fresh = Run(config or self.config, self.workload if workload is None else workload, self._load)
+        self.__dict__.update(fresh.__dict__)
+
+    # ---- replay -----------------------------------------------------------------------------
+
+    def _replay(self, num_steps: int) -> Engine:
+        """A fresh engine after num_steps steps of the script, with the changes due before the next
+        step applied. Checks the last replayed step against the stored record."""
+        loaded = self._load(self.config.model, self.config.device, self.config.dtype)
+        engine = Engine(dataclasses.replace(self.config), loaded=loaded)  # a copy: live changes mutate it
+        submit(engine, self.workload)
+        for step in range(num_steps + 1):
+            change = self.changes.get(step)
+            if change:
+                if change.knobs:
+                    engine.update_config(**change.knobs)
+                submit(engine, change.requests)
+            if step == num_steps:
+                break
+            record = engine.step()
+            if step == num_steps - 1 and record.without_timings() != self.records[step].without_timings():
+                raise ReplayError(f"replaying the run did not reproduce step {step}")
+        return engine
+
+    def _engine_at_cursor(self) -> Engine:
+        """The engine as it stands after the step on screen: the live one, or a replay of the past."""
+        return self.engine if self.at_latest else self._replay(self.next_step)
+
+    def _commit_branch(self, engine: Engine) -> None:
+        """Make engine the live one, forgetting the recorded future past the cursor."""
+        if engine is self.engine:
+            return
+        del self.records[self.next_step:]
+        self.changes = {s: c for s, c in self.changes.items() if s <= self.next_step}
+        self.engine = engine
+
+    def _branch(self) -> None:
+        self._commit_branch(self._engine_at_cursor())
+
+
+# ---- session glue -----------------------------------------------------------------------------
+# Everything below is per browser session (st.session_state), except the model weights, which
+# every session shares read-only (st.cache_resource): one load per server process.
+
+DEFAULT_PRESET = "chat_mix"
+
+
+@st.cache_resource(show_spinner="Loading the model (once per server)…")
+def cached_load(name: str, device: str, dtype: str) -> LoadedModel:
+    return load_model(name, device, dtype)
+
+
+def session_run() -> Run:
+    """This session's run, created on first use with the default knobs and preset."""
+    if "lab_run" not in st.session_state:
+        st.session_state.lab_run = Run(default_config(), PRESETS[DEFAULT_PRESET](), load=cached_load)
+        st.session_state.workload_label = f"preset {DEFAULT_PRESET}"
+        st.session_state.workload_source = DEFAULT_PRESET
+    return st.session_state.lab_run
+
+
+def flash(kind: str, message: str) -> None:
+    """Queue a message ('error', 'warning', 'info', 'success') for the next render; callbacks use this."""
+    st.session_state.setdefault("flash", []).append((kind, message))
+
+
+def take_flashes() -> list[tuple[str, str]]:
+    return st.session_state.pop("flash", [])

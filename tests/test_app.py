@@ -1,0 +1,290 @@
+"""The Streamlit app driven headlessly with AppTest: clicks, knobs, files and time travel.
+
+Each test checks both the session's Run (what the engine did) and what the page
+shows (the step header, the event log), and that a bad knob or file leaves the
+run as it was.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from engine.workload import WorkloadItem, dump_workload
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+@pytest.fixture
+def at(lab_model, monkeypatch) -> AppTest:
+    monkeypatch.setenv("LAB_MODEL", lab_model)
+    app = AppTest.from_file(APP, default_timeout=120).run()
+    assert not app.exception
+    return app
+
+
+def run_of(app: AppTest):
+    return app.session_state["lab_run"]
+
+
+def click(app: AppTest, key: str) -> AppTest:
+    app.button(key=key).click().run()
+    assert not app.exception, app.exception
+    return app
+
+
+def markdown(app: AppTest) -> str:
+    return "\n".join(m.value for m in app.markdown)
+
+
+def step_header(app: AppTest) -> str:
+    return next(m.value for m in app.markdown if m.value.startswith("### "))
+
+
+def test_first_page_lists_the_workload_and_steps_on_click(at):
+    assert step_header(at) == "### Ready at step 0"
+    assert len(at.dataframe[0].value) == len(run_of(at).items())
+    click(at, "step")
+    run = run_of(at)
+    assert (run.cursor, len(run.records)) == (0, 1)
+    assert step_header(at).startswith("### Step 0")
+    arrived = [e for e in run.record.events if e.kind == "arrived"]
+    assert arrived and arrived[0].reason in markdown(at)  # the "why" list shows the engine's reasons
+
+
+def test_run_back_and_scrubber_move_through_history(at):
+    at.number_input(key="run_n").set_value(6)
+    click(at, "run_steps")
+    run = run_of(at)
+    assert (run.cursor, len(run.records)) == (5, 6)
+    click(at, "back")
+    assert run.cursor == 4 and step_header(at).startswith("### Step 4")
+    at.select_slider(key="scrubber").set_value(1).run()
+    assert run.cursor == 1 and len(run.records) == 6
+    assert step_header(at).startswith("### Step 1")
+    assert "Looking back at step 1" in "\n".join(c.value for c in at.caption)
+    events_shown = markdown(at)
+    assert all(e.reason in events_shown for e in run.records[1].events)
+
+
+def test_stepping_from_the_past_branches_and_replays_exactly(at):
+    at.number_input(key="run_n").set_value(6)
+    click(at, "run_steps")
+    run = run_of(at)
+    old = [r.without_timings() for r in run.records]
+    at.select_slider(key="scrubber").set_value(2).run()
+    click(at, "step")
+    assert (run.cursor, len(run.records)) == (3, 4)  # the later steps are gone: a new branch
+    assert [r.without_timings() for r in run.records] == old[:4]  # nothing changed, so the same steps
+
+
+def test_reset_returns_to_step_zero(at):
+    click(at, "step")
+    click(at, "step")
+    click(at, "reset")
+    run = run_of(at)
+    assert (run.cursor, run.records) == (-1, [])
+    assert step_header(at) == "### Ready at step 0"
+
+
+def test_live_knob_applies_from_the_next_step_and_is_kept_in_history(at):
+    click(at, "step")
+    at.number_input(key="knob_max_num_seqs").set_value(2).run()
+    run = run_of(at)
+    assert run.changes[1].knobs == {"max_num_seqs": 2}
+    assert any("applies from step 1" in s.value for s in at.success)
+    click(at, "step")
+    assert run.records[0].budget.seq_cap == 16 and run.record.budget.seq_cap == 2
+    assert "you set" in markdown(at)
+    # Time travel shows the knobs as they were: before the change, the sidebar reads 16 again.
+    at.select_slider(key="scrubber").set_value(-1).run()
+    assert at.number_input(key="knob_max_num_seqs").value == 16
+    at.select_slider(key="scrubber").set_value(1).run()
+    assert at.number_input(key="knob_max_num_seqs").value == 2
+
+
+def test_restart_knob_restarts_the_run(at):
+    click(at, "step")
+    at.number_input(key="knob_num_gpu_blocks").set_value(32).run()
+    run = run_of(at)
+    assert run.records == [] and run.config.num_gpu_blocks == 32
+    assert any("restarted" in i.value for i in at.info)
+    click(at, "step")
+    assert run.record.budget.num_gpu_blocks == 32
+
+
+def test_bad_knob_combination_shows_the_message_and_keeps_the_run(at):
+    at.toggle(key="knob_enable_prefix_caching").set_value(True).run()
+    click(at, "step")
+    click(at, "step")
+    run = run_of(at)
+    before = [r.without_timings() for r in run.records]
+    at.selectbox(key="knob_kv_allocation").set_value("contiguous").run()
+    assert not at.exception
+    assert any("enable_prefix_caching needs kv_allocation='paged'" in e.value for e in at.error)
+    assert [r.without_timings() for r in run.records] == before
+    assert run.config_next().kv_allocation == "paged"
+    assert at.selectbox(key="knob_kv_allocation").value == "paged"  # the widget shows what the run uses
+
+
+def test_bad_upload_names_line_and_field_and_keeps_the_run(at):
+    click(at, "step")
+    run = run_of(at)
+    items = run.items()
+    bad = b'{"prompt": "ROMEO:"}\n{"prompt": "JULIET:", "max_tokens": -3}\n'
+    at.file_uploader(key="upload").set_value(("bad.jsonl", bad, "application/jsonl")).run()
+    errors = " ".join(e.value for e in at.error)
+    assert "line 2" in errors and "max_tokens" in errors
+    assert run.items() == items and len(run.records) == 1
+
+
+def test_good_upload_replaces_the_workload_and_download_round_trips(at):
+    new = [WorkloadItem("HAMLET:\nWords, words, words.", max_tokens=5, arrival_step=1),
+           WorkloadItem("OPHELIA:\nGood my lord.", max_tokens=3, priority=1)]
+    at.file_uploader(key="upload").set_value(("mine.csv", dump_workload(new, "csv").encode(), "text/csv")).run()
+    assert not at.exception and not at.error
+    run = run_of(at)
+    assert run.items() == new and run.records == []
+    assert at.get("download_button")  # both formats offered
+    assert "file mine.csv" in "\n".join(c.value for c in at.caption)
+
+
+def test_add_request_joins_at_the_next_step(at):
+    click(at, "step")
+    at.text_area(key="add_prompt").set_value("KING:\nWho goes there?")
+    at.number_input(key="add_max_tokens").set_value(4)
+    at.button[[b.label for b in at.button].index("Add request")].click().run()
+    run = run_of(at)
+    assert not at.error and run.changes[1].requests[0].prompt == "KING:\nWho goes there?"
+    new_id = f"r{len(run.items()) - 1}"
+    click(at, "step")
+    assert any(e.kind == "arrived" and e.request_id == new_id for e in run.record.events)
+    assert "you added" in markdown(at)
+
+
+def test_play_steps_and_pause_stops(at):
+    click(at, "play")
+    assert at.session_state["playing"] and run_of(at).cursor == 0  # the live part stepped once
+    click(at, "play")
+    cursor = run_of(at).cursor
+    at.run()
+    assert not at.session_state["playing"] and run_of(at).cursor == cursor
+
+
+def charts(app: AppTest) -> dict[str, dict]:
+    """Plotly figures on the page, by widget key, as the JSON the browser receives."""
+    return {json.loads(c.proto.spec)["layout"]["uirevision"]: json.loads(c.proto.spec)
+            for c in app.get("plotly_chart")}
+
+
+def test_live_charts_are_drawn_from_the_record_on_screen(at):
+    at.number_input(key="run_n").set_value(4)
+    click(at, "run_steps")
+    record = run_of(at).record
+    figs = charts(at)
+    assert {"queues", "budget", "blocks", "timeline"} <= set(figs)
+    token_bar = figs["budget"]["data"][0]
+    assert sum(x for x, c in zip(token_bar["x"], token_bar["marker"]["color"], strict=True) if c != "#F1F1F1") \
+        == record.budget.tokens_used
+    gpu_cells = [z for row in figs["blocks"]["data"][0]["z"] for z in row if z is not None]
+    assert len(gpu_cells) == record.budget.num_gpu_blocks
+
+
+def test_history_tabs_render_only_when_open(at):
+    at.number_input(key="run_n").set_value(4)
+    click(at, "run_steps")
+    run = run_of(at)
+    assert [t.label for t in at.tabs] == ["Timeline", "Metrics", "Generated text", "Event log", "Replay"]
+    at.session_state["history_tab"] = "Metrics"
+    at.run()
+    assert {"metrics", "latency"} <= set(charts(at)) and "timeline" not in charts(at)
+    at.session_state["history_tab"] = "Generated text"
+    at.run()
+    shown = markdown(at)
+    for rid in run.record.running:
+        view = run.record.requests[rid]
+        assert f">{rid}</span> <span style='color:#666'>running, {view.num_output_tokens}/{view.max_tokens} tokens" \
+            in shown
+    at.session_state["history_tab"] = "Event log"
+    at.run()
+    assert len(at.dataframe[0].value) == sum(len(r.events) for r in run.records)
+    at.session_state["history_tab"] = "Replay"
+    at.run()
+    assert not at.exception
+    assert len(charts(at)["replay"]["frames"]) == len(run.records)
+
+
+def test_sessions_do_not_share_runs(lab_model, monkeypatch):
+    monkeypatch.setenv("LAB_MODEL", lab_model)
+    one = AppTest.from_file(APP, default_timeout=120).run()
+    two = AppTest.from_file(APP, default_timeout=120).run()
+    click(one, "step")
+    click(one, "step")
+    assert run_of(one) is not run_of(two)
+    assert len(run_of(one).records) == 2 and run_of(two).records == []
+    assert run_of(one).engine.loaded is run_of(two).engine.loaded  # the weights are shared, loaded once
+
+
+def test_bad_request_shows_the_message_and_keeps_the_run(at):
+    click(at, "step")
+    run = run_of(at)
+    items = run.items()
+    at.text_area(key="add_prompt").set_value("   ")
+    at.button[[b.label for b in at.button].index("Add request")].click().run()
+    assert any("prompt" in e.value and "not added" in e.value for e in at.error)
+    assert run.items() == items and run.changes == {} and len(run.records) == 1
+
+
+# ---- the Run itself: time travel over a script with live changes ---------------------------------
+
+
+@pytest.fixture
+def scripted_run(lab_model):
+    """Ten steps with a live knob change before step 3 and a request added before step 5."""
+    from engine import EngineConfig
+    from lab.state import Run
+
+    run = Run(EngineConfig(model=lab_model, num_gpu_blocks=24, max_num_batched_tokens=64),
+              [WorkloadItem(f"ROMEO:\nLine {i}, my lord.", max_tokens=20, arrival_step=i, ignore_eos=True)
+               for i in range(5)])
+    run.step(3)
+    run.set_knobs(max_num_seqs=3, step_order="prefill_first")
+    run.step(2)
+    run.add_request(WorkloadItem("JULIET:\nGood night.", max_tokens=6, ignore_eos=True))
+    run.step(5)
+    return run
+
+
+def test_replay_through_live_changes_is_exact(scripted_run):
+    run = scripted_run
+    recorded = [r.without_timings() for r in run.records]
+    assert run.records[2].budget.seq_cap == 16 and run.records[3].budget.seq_cap == 3
+    assert any(e.kind == "arrived" and e.request_id == "r5" for e in run.records[5].events)
+    run.seek(7)
+    run.step()  # branches at 7: replays the script (knob change, added request) and steps once
+    assert [r.without_timings() for r in run.records] == recorded[:9]
+    run.step(1)
+    assert run.records[9].without_timings() == recorded[9]
+
+
+def test_a_change_in_the_past_drops_the_recorded_future(scripted_run):
+    run = scripted_run
+    run.seek(1)
+    assert run.config_next().max_num_seqs == 16  # the knobs step 2 ran with
+    run.set_knobs(max_num_seqs=2)
+    assert len(run.records) == 2 and set(run.changes) == {2}  # later changes (and steps) are gone
+    assert len(run.items()) == 5  # the request added before step 5 went with them
+    run.step()
+    assert run.record.step == 2 and run.record.budget.seq_cap == 2
+
+
+def test_a_rejected_change_in_the_past_keeps_the_future(scripted_run):
+    run = scripted_run
+    recorded = [r.without_timings() for r in run.records]
+    run.seek(4)
+    with pytest.raises(ValueError, match="watermark"):
+        run.set_knobs(watermark=1.5)
+    assert [r.without_timings() for r in run.records] == recorded and run.cursor == 4

@@ -1,0 +1,147 @@
+"""The lab in a real browser: `streamlit run app.py` driven by Chromium through Playwright.
+
+AppTest checks the script; this checks what a student sees: the page loads at
+1280x800, Step changes the charts, nothing raises. Screenshots land in
+artifacts/ (gitignored) for a human to look at.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "artifacts"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking"]
+VIEWPORT = {"width": 1280, "height": 800}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(lab_model, tmp_path_factory):
+    """A headless `streamlit run app.py` on a free port; always stopped at teardown."""
+    port = _free_port()
+    log = tmp_path_factory.mktemp("streamlit") / "server.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port",
+             str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+            cwd=ROOT, env={**os.environ, "LAB_MODEL": lab_model}, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"streamlit did not start:\n{log.read_text()[-3000:]}")
+                time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: the browser tests need Debian's chromium (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(server)
+    page.get_by_role("heading", name="Ready at step 0").wait_for()
+    yield page
+    context.close()
+
+
+def button(page, name: str):
+    return page.get_by_test_id("stMainBlockContainer").get_by_role("button", name=name, exact=True)
+
+
+def wait_for_step(page, step: int) -> None:
+    page.get_by_role("heading", name=re.compile(rf"^Step {step}\b")).wait_for()
+    page.wait_for_load_state("networkidle")
+
+
+def plot_svg(page, key: str) -> str:
+    return page.locator(f".st-key-{key} .main-svg").first.inner_html()
+
+
+def assert_no_exception(page) -> None:
+    assert page.locator('[data-testid="stException"]').count() == 0
+
+
+def screenshot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.evaluate("document.activeElement && document.activeElement.blur()")  # no tooltip over the picture
+    page.mouse.move(VIEWPORT["width"] - 5, VIEWPORT["height"] - 5)
+    page.wait_for_timeout(500)
+    page.screenshot(path=ARTIFACTS / name)
+
+
+def test_stepping_changes_the_charts(page):
+    screenshot(page, "lab_start.png")
+    button(page, "Step").click()
+    wait_for_step(page, 0)
+    svgs = [(plot_svg(page, "blocks"), plot_svg(page, "budget"))]
+    for step in range(1, 5):
+        button(page, "Step").click()
+        wait_for_step(page, step)
+        assert_no_exception(page)
+        svgs.append((plot_svg(page, "blocks"), plot_svg(page, "budget")))
+    assert len({blocks for blocks, _ in svgs}) > 1, "the block map never changed"
+    assert len({budget for _, budget in svgs}) > 1, "the forward-pass chart never changed"
+    screenshot(page, "lab_step4.png")
+    page.set_viewport_size({"width": VIEWPORT["width"], "height": 2400})  # the whole page, for a reviewer
+    page.wait_for_timeout(1500)
+    screenshot(page, "lab_step4_full.png")
+    assert_no_exception(page)
+
+
+def test_back_play_and_pause(page):
+    button(page, "Run").click()
+    wait_for_step(page, 9)
+    button(page, "Back").click()
+    wait_for_step(page, 8)
+    assert page.get_by_text("Looking back at step 8").is_visible()
+    button(page, "Play").click()  # plays from step 8: the run branches there and keeps stepping
+    wait_for_step(page, 11)
+    button(page, "Pause").click()
+    button(page, "Play").wait_for()
+    assert_no_exception(page)
+    screenshot(page, "lab_after_play.png")

@@ -1,0 +1,224 @@
+"""The figure builders, on records from real engine runs (the tiny random model).
+
+Each test reads a figure back and checks it against the record it was drawn
+from: a cell per block, the owner's colour in every view, the budget bar adding
+up to the tokens the step really ran, latencies agreeing with engine/metrics.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from engine import Engine, EngineConfig, StepRecord
+from engine.workload import WorkloadItem, submit
+from lab.charts import blocks, budget, queues, replay, timeline
+from lab.charts.history import latencies, state_in
+from lab.palette import CHUNK_PATTERNS, FREE, request_color, tint
+
+
+def _run(model: str, items: list[WorkloadItem], **knobs) -> tuple[Engine, list[StepRecord]]:
+    engine = Engine(EngineConfig(model=model, **knobs))
+    submit(engine, items)
+    return engine, engine.run(300)
+
+
+def _burst(n: int = 7) -> list[WorkloadItem]:
+    return [WorkloadItem(f"Request {i} says hello", max_tokens=16 + 3 * i, arrival_step=i // 3, ignore_eos=True)
+            for i in range(n)]
+
+
+def _sample(records: list[StepRecord]) -> list[StepRecord]:
+    """Every step where a request moved between queues, and every fourth one besides: drawing
+    a figure costs tens of milliseconds, and these are the steps that differ."""
+    return [r for r in records if r.step % 4 == 0 or any(e.kind != "arrived" for e in r.events)]
+
+
+@pytest.fixture(scope="module")
+def swap_run(tiny_llama):
+    """A pool too small for the burst: requests are preempted, some swapped to CPU, some recomputed."""
+    return _run(tiny_llama, _burst(), block_size=8, num_gpu_blocks=14, num_cpu_blocks=8, preemption_mode="swap",
+                max_num_batched_tokens=48)
+
+
+@pytest.fixture(scope="module")
+def prefix_run(tiny_llama):
+    """A shared preamble with prefix caching: shared and cached-free pages appear."""
+    preamble = "The same long system preamble, shared by everyone. " * 2
+    items = [WorkloadItem(preamble + f"Q{i}?", max_tokens=6, arrival_step=3 * i, ignore_eos=True) for i in range(4)]
+    return _run(tiny_llama, items, block_size=8, num_gpu_blocks=40, enable_prefix_caching=True)
+
+
+@pytest.fixture(scope="module")
+def contiguous_run(tiny_llama):
+    return _run(tiny_llama, _burst(3), block_size=8, num_gpu_blocks=40, kv_allocation="contiguous")
+
+
+def _cells(trace) -> dict[tuple[int, int], tuple]:
+    """(row, col) -> (z, text, hover) for every drawn cell of a heatmap."""
+    return {(r, c): (z, trace.text[r][c], trace.hovertext[r][c])
+            for r, row in enumerate(trace.z) for c, z in enumerate(row) if z is not None}
+
+
+def _heatmaps(fig):
+    return [t for t in fig.data if t.type == "heatmap"]
+
+
+def test_runs_exercise_what_the_charts_draw(swap_run, prefix_run, contiguous_run):
+    """Guard for the tests below: the fixtures really contain swaps, recomputes, sharing and waste."""
+    kinds = {e.kind for r in swap_run[1] for e in r.events}
+    assert {"preempted", "swapped_out", "swapped_in"} <= kinds
+    assert any(e.data.get("mode") == "recompute" for r in swap_run[1] for e in r.events if e.kind == "preempted")
+    assert any(b.ref_count > 1 for r in prefix_run[1] for b in r.blocks)
+    assert any(b.state == "cached" for r in prefix_run[1] for b in r.blocks)
+    assert any(b.num_tokens == 0 for r in contiguous_run[1] for b in r.blocks)
+
+
+def test_block_map_has_one_cell_per_block_in_its_owners_colour(swap_run):
+    for record in _sample(swap_run[1]):
+        fig = blocks.figure(record)
+        drawn = {device: _cells(trace) for device, trace in zip(("gpu", "cpu"), _heatmaps(fig), strict=True)}
+        assert len(drawn["gpu"]) == record.budget.num_gpu_blocks
+        assert len(drawn["cpu"]) == record.budget.num_cpu_blocks
+        owned = {(b.device, b.block_id): b for b in record.blocks}
+        for device in drawn:
+            grid = blocks.grids(record)[device == "cpu"]
+            for block_id in range(grid.num_blocks):
+                z, _, hover = drawn[device][grid.cell(block_id)]
+                color = blocks.CELL_COLORS[z]
+                block = owned.get((device, block_id))
+                assert f"{device.upper()} block {block_id}" in hover
+                if block is None:
+                    assert color == FREE and "free" in hover
+                else:
+                    owner = request_color(block.owners[0])
+                    assert color == (tint(owner, 0.72) if block.num_tokens == 0 else owner)
+                    assert all(o in hover for o in block.owners)
+
+
+def test_block_map_marks_shared_and_cached_pages(prefix_run):
+    shared_seen = cached_seen = False
+    for record in prefix_run[1]:
+        cells = _cells(_heatmaps(blocks.figure(record))[0])
+        grid = blocks.grids(record)[0]
+        for block in record.blocks:
+            z, text, hover = cells[grid.cell(block.block_id)]
+            if block.state == "cached":
+                cached_seen = True
+                assert (z, text) == (blocks.CACHED_Z, "c") and block.prefix_hash in hover
+            elif block.ref_count > 1:
+                shared_seen = True
+                assert text == f"×{block.ref_count}" and f"ref count {block.ref_count}" in hover
+    assert shared_seen and cached_seen
+
+
+def test_block_map_shows_reserved_but_empty_pages_as_waste(contiguous_run):
+    record = next(r for r in contiguous_run[1] if any(b.num_tokens == 0 for b in r.blocks))
+    cells = _cells(_heatmaps(blocks.figure(record))[0])
+    grid = blocks.grids(record)[0]
+    for block in record.blocks:
+        z, text, hover = cells[grid.cell(block.block_id)]
+        assert (z >= blocks.EMPTY_Z) == (block.num_tokens == 0)
+        if block.num_tokens == 0:
+            assert text == "·" and "reserved" in hover
+
+
+def test_block_map_outlines_what_changed_since_the_previous_step(swap_run):
+    records = swap_run[1]
+    for record in _sample(records[1:]):
+        prev = records[record.step - 1]
+        fig = blocks.figure(record, prev)
+        outlines = [t for t in fig.data if t.type == "scatter" and t.name == "changed"]
+        grid = blocks.grids(record)[0]
+        before = {b.block_id: (b.state, b.owners) for b in prev.blocks if b.device == "gpu"}
+        now = {b.block_id: (b.state, b.owners) for b in record.blocks if b.device == "gpu"}
+        expected = {grid.cell(i)[::-1] for i in range(grid.num_blocks) if before.get(i) != now.get(i)}
+        assert set(zip(outlines[0].x, outlines[0].y, strict=True)) == expected
+
+
+def test_budget_bar_adds_up_to_the_tokens_the_step_ran(swap_run):
+    for record in _sample(swap_run[1]):
+        tokens, seqs, pages = budget.figure(record).data[:3]
+        used = [(x, c) for x, c in zip(tokens.x, tokens.marker.color, strict=True) if c != FREE]
+        assert sum(x for x, _ in used) == record.budget.tokens_used
+        assert [c for _, c in used] == [request_color(c.request_id) for c in record.batch]
+        assert list(tokens.marker.pattern.shape[:len(record.batch)]) == [CHUNK_PATTERNS[c.kind] for c in record.batch]
+        assert sum(tokens.x) == max(record.budget.token_budget, record.budget.tokens_used)
+        assert sum(seqs.x) == record.budget.seq_cap and sum(pages.x) == record.budget.num_gpu_blocks
+
+
+def test_request_colours_agree_across_views(swap_run):
+    records = swap_run[1]
+    record = next(r for r in records if r.batch and r.waiting and r.blocks)
+    upto = records[: record.step + 1]
+    cards = queues.figure(upto).data[0]
+    card_color = {t.split("</b>")[0].removeprefix("<b>"): c for t, c in zip(cards.text, cards.marker.color,
+                                                                          strict=True)}
+    assert card_color and all(c == request_color(rid) for rid, c in card_color.items())
+    token_bar = budget.figure(record).data[0]
+    for chunk, color in zip(record.batch, token_bar.marker.color, strict=False):
+        assert color == card_color[chunk.request_id]
+    cells = _cells(_heatmaps(blocks.figure(record))[0])
+    grid = blocks.grids(record)[0]
+    for block in record.blocks:
+        if block.device == "gpu" and block.state == "used" and block.num_tokens and block.owners[0] in card_color:
+            assert blocks.CELL_COLORS[cells[grid.cell(block.block_id)][0]] == card_color[block.owners[0]]
+
+
+def test_queue_lanes_follow_the_record(swap_run):
+    records = swap_run[1]
+    for record in _sample(records):
+        fig = queues.figure(records[: record.step + 1])
+        cards = fig.data[0]
+        for lane, ids in (("waiting", record.waiting), ("running", record.running), ("swapped", record.swapped)):
+            on_lane = [t.split("</b>")[0].removeprefix("<b>") for t, y in zip(cards.text, cards.y, strict=True)
+                       if y == queues.LANE_Y[lane]]
+            assert on_lane == ids[: queues.MAX_CARDS]
+        moved_marks = {t.split(":")[0] for trace in fig.data[2:] for t in trace.hovertext}
+        assert moved_marks == {e.request_id for e in record.events if e.kind in queues.MOVE_LABELS}
+
+
+def test_latencies_from_records_match_engine_metrics(swap_run):
+    engine, records = swap_run
+    from_records = latencies(records)
+    for m in engine.metrics()["requests"]:
+        assert from_records[m["request_id"]]["ttft_steps"] == m["ttft_steps"]
+        assert from_records[m["request_id"]]["itl_steps"] == m["itl_steps"]
+    fig = timeline.latency_figure(records)
+    assert list(fig.data[0].y) == [from_records[r]["ttft_steps"] for r in fig.data[0].x]
+
+
+def test_timeline_states_and_preemption_marks(swap_run):
+    records = swap_run[1]
+    fig = timeline.requests_figure(records, len(records))
+    heat = fig.data[0]
+    ids = [t.split("</span> ")[1] for t in fig.layout.yaxis.ticktext]
+    for col, record in enumerate(records):
+        for row, rid in enumerate(ids):
+            state = state_in(record, rid)
+            assert heat.z[row][col] == (None if state is None else timeline.STATES.index(state))
+            if rid in record.running:
+                assert state in ("prefilling", "decoding", "stalled")
+    marks = next(t for t in fig.data if t.name == "preemption")
+    expected = {(r.step, ids.index(e.request_id)) for r in records for e in r.events if e.kind == "preempted"}
+    assert set(zip(marks.x, marks.y, strict=True)) == expected and expected
+
+
+def test_metrics_follow_stats_and_keep_the_axis_while_scrubbing(swap_run):
+    records = swap_run[1]
+    fig = timeline.metrics_figure(records[:5], len(records))
+    kv = next(t for t in fig.data if t.name == "KV cache usage %")
+    assert list(kv.y) == [100 * r.stats.kv_cache_usage_perc for r in records[:5]]
+    assert list(fig.layout.xaxis.range) == [-0.5, len(records) - 0.5]
+
+
+def test_replay_has_a_frame_per_step_matching_the_live_views(swap_run):
+    records = swap_run[1][:12]
+    fig = replay.figure(records)
+    assert [f.name for f in fig.frames] == [str(r.step) for r in records]
+    assert len(fig.layout.sliders[0].steps) == len(records)
+    for i in (0, 7):
+        frame = fig.frames[i]
+        assert len(frame.data) == len(fig.data)
+        live = blocks.figure(records[i], records[i - 1] if i else None)
+        assert frame.data[0].z == _heatmaps(live)[0].z
+        assert frame.data[4].x == queues.figure(records[: i + 1]).data[0].x
