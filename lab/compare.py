@@ -1,0 +1,142 @@
+"""A/B: one workload under two configs, stepped side by side, then compared.
+
+Both engines get the same requests, so every difference in their records comes
+from the knobs. They advance together, one step each per call, so at any moment
+the lab can show both at the same step; the one that finishes first waits.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from engine import Engine, EngineConfig, StepRecord, load_model
+from engine.workload import WorkloadItem, submit
+from lab.export import metric_values, run_metrics
+
+LABELS = ("A", "B")
+COLORS = ("#1f77b4", "#ff7f0e")
+
+
+class ABRun:
+    """Two engines on one workload, advanced in lock-step."""
+
+    def __init__(self, config_a: EngineConfig, config_b: EngineConfig, workload: list[WorkloadItem]):
+        # load_model caches per process, so two configs of one model share its weights.
+        self.engines = tuple(Engine(c, load_model(c.model, c.device, c.dtype)) for c in (config_a, config_b))
+        for engine in self.engines:
+            submit(engine, workload)
+        self.records: tuple[list[StepRecord], list[StepRecord]] = ([], [])
+
+    @property
+    def done(self) -> bool:
+        return not any(e.has_unfinished_requests() for e in self.engines)
+
+    def step(self) -> tuple[StepRecord | None, StepRecord | None]:
+        """Advance both engines one step; an engine with nothing left idles and gives None.
+
+        An idle engine is not stepped at all: an empty step would still add wall time and
+        a step to its run, and its throughput would no longer be its own."""
+        out = []
+        for engine, records in zip(self.engines, self.records, strict=True):
+            record = engine.step() if engine.has_unfinished_requests() else None
+            if record is not None:
+                records.append(record)
+            out.append(record)
+        return out[0], out[1]
+
+    def run(self, max_steps: int = 100_000) -> None:
+        """Step until both engines are done (or max_steps steps)."""
+        for _ in range(max_steps):
+            if self.done:
+                return
+            self.step()
+
+    def metrics(self) -> tuple[dict, dict]:
+        """run_metrics of each side, from its records."""
+        return run_metrics(self.records[0]), run_metrics(self.records[1])
+
+
+# ---- the summary table --------------------------------------------------------------------------
+
+# (row label, unit, aggregate key, summary statistic or None, which way is better or None)
+_ROWS = (
+    ("TTFT p50", "steps", "ttft_steps", "p50", "lower"),
+    ("TTFT p95", "steps", "ttft_steps", "p95", "lower"),
+    ("ITL p50", "steps", "itl_steps", "p50", "lower"),
+    ("ITL p95", "steps", "itl_steps", "p95", "lower"),
+    ("e2e latency p50", "steps", "e2e_steps", "p50", "lower"),
+    ("e2e latency p95", "steps", "e2e_steps", "p95", "lower"),
+    ("steps to finish", "steps", "num_steps", None, "lower"),
+    ("throughput", "tokens/step", "throughput_tokens_per_step", None, "higher"),
+    ("throughput", "tokens/s", "throughput_tokens_per_s", None, "higher"),
+    ("preemptions", "count", "num_preemptions", None, "lower"),
+    ("recomputed tokens", "tokens", "num_recomputed_tokens", None, "lower"),
+    ("swapped blocks", "blocks", "num_swapped_blocks", None, "lower"),
+    ("prefix cache hit rate", "fraction", "prefix_cache_hit_rate", None, "higher"),
+    # A fuller pool is neither good nor bad by itself: it is the price of admitting more.
+    ("peak KV usage", "fraction", "peak_kv_cache_usage_perc", None, None),
+)
+
+
+def diff_table(metrics_a: dict, metrics_b: dict) -> list[dict]:
+    """One row per metric: A's and B's value, B minus A, the change in percent and which is better.
+
+    Latencies are in steps, which do not change from rerun to rerun; only tokens/s is wall time.
+    A value is None where it does not exist yet (no request has produced a token)."""
+    rows = []
+    for label, unit, key, stat, direction in _ROWS:
+        a, b = (m["aggregate"][key] for m in (metrics_a, metrics_b))
+        if stat:
+            a, b = a[stat], b[stat]
+        delta = None if a is None or b is None else b - a
+        better = None
+        if delta is not None and direction:
+            better = "same" if delta == 0 else "B" if (delta < 0) == (direction == "lower") else "A"
+        rows.append({"metric": label, "unit": unit, "A": a, "B": b, "delta": delta,
+                     "change_pct": 100 * delta / a if delta is not None and a else None, "better": better})
+    return rows
+
+
+# ---- figures ------------------------------------------------------------------------------------
+
+
+def latency_ecdf(metrics_a: dict, metrics_b: dict, key: str = "ttft_steps",
+                 labels: tuple[str, str] = LABELS) -> go.Figure:
+    """Overlaid ECDFs of one latency (ttft_steps, itl_steps, e2e_steps or their _ms twins).
+
+    An ECDF shows every request (the fraction at or below each latency) without the
+    binning choices a histogram needs, and two of them overlay without hiding each other."""
+    fig = go.Figure()
+    for metrics, label, color in zip((metrics_a, metrics_b), labels, COLORS, strict=True):
+        values = sorted(metric_values(metrics["requests"], key))
+        if values:
+            fig.add_trace(go.Scatter(x=values, y=[(i + 1) / len(values) for i in range(len(values))], name=label,
+                                     mode="lines", line={"shape": "hv", "color": color}))
+    name, unit = key.rsplit("_", 1)
+    fig.update_layout(title=f"{name.upper()} distribution", xaxis_title=f"{name.upper()} ({unit})",
+                      yaxis_title="fraction of requests" if name != "itl" else "fraction of token gaps",
+                      yaxis_range=[0, 1.02])
+    return fig
+
+
+def kv_usage_figure(records_a: list[StepRecord], records_b: list[StepRecord],
+                    labels: tuple[str, str] = LABELS) -> go.Figure:
+    """KV pool usage after every step, both runs on one step axis."""
+    fig = go.Figure()
+    for records, label, color in zip((records_a, records_b), labels, COLORS, strict=True):
+        fig.add_trace(go.Scatter(x=[r.step for r in records], y=[100 * r.stats.kv_cache_usage_perc for r in records],
+                                 name=label, mode="lines", line={"color": color}))
+    fig.update_layout(title="KV cache usage", xaxis_title="step", yaxis_title="GPU pages in use (%)",
+                      yaxis_range=[0, 102])
+    return fig
+
+
+def throughput_figure(metrics_a: dict, metrics_b: dict, labels: tuple[str, str] = LABELS) -> go.Figure:
+    """Generated tokens per step (deterministic) beside tokens per second (this machine's wall time)."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens per step", "tokens per second"))
+    for col, key in enumerate(("throughput_tokens_per_step", "throughput_tokens_per_s"), start=1):
+        values = [m["aggregate"][key] for m in (metrics_a, metrics_b)]
+        fig.add_trace(go.Bar(x=list(labels), y=values, marker_color=list(COLORS), showlegend=False), row=1, col=col)
+    fig.update_layout(title="Throughput")
+    return fig

@@ -1,0 +1,384 @@
+"""A whole lab scenario as URL query parameters, so a link reproduces what its sender saw.
+
+A link holds the lesson, the knobs that differ from the defaults, the workload
+(a preset's name, or a generator's seed and settings), hand-added requests and
+the step on screen, as a flat str -> str dict that reads well in the address bar:
+
+    ?lesson=4&k.num_gpu_blocks=24&k.preemption_mode=swap&seed=3&gen.rate=2&req.0=ROMEO:&req.0.max_tokens=8&step=12
+
+Keys:
+    lesson               lesson id
+    k.<knob>             an EngineConfig knob (not model or device, which name the server's machine),
+                         relative to a base config: the lesson's, or the lab's defaults
+    preset               a workload preset from engine.workload.PRESETS, or none: only the req.<i> requests
+    seed, gen.requests, gen.rate, gen.prompt, gen.output, gen.priorities
+                         a generated workload (any of them present means one); ranges read "8-96"
+    req.<i>              the prompt of hand-added request i; req.<i>.<field> its other WorkloadItem fields;
+                         req.<i>.at the step it was added just before (absent: it joins the workload at step 0)
+    at<s>.<knob>         a live knob (engine.config.LIVE_KNOBS) set just before step s, mid-run
+    step                 the step on screen (absent: before the first step)
+
+Values are spelled as a person would type them: true/false, none, 0.1, 8-96.
+Links come from anywhere, so decoding never raises: each bad parameter is dropped
+(its default stays) and named in a warning saying why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import types
+import typing
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from engine import EngineConfig
+from engine.config import LIVE_KNOBS
+from engine.workload import PRESETS, GeneratorSpec, WorkloadItem, generate_workload
+
+KNOB_PREFIX = "k."
+REQUEST_PREFIX = "req."
+NO_WORKLOAD = "none"  # preset=none: the link's own requests are the whole workload
+# The model and device name things on the machine serving the lab, not part of a scenario.
+LINK_KNOBS = tuple(f.name for f in dataclasses.fields(EngineConfig) if f.name not in ("model", "device"))
+# GeneratorSpec field -> its parameter name.
+GENERATOR_PARAMS = {"seed": "seed", "num_requests": "gen.requests", "arrival_rate": "gen.rate",
+                    "prompt_tokens": "gen.prompt", "output_tokens": "gen.output", "priorities": "gen.priorities"}
+MAX_STEP = 100_000
+_LESSON_ID = re.compile(r"[\w.-]{1,64}")
+_LIVE_KNOB_KEY = re.compile(r"at(\d{1,9})\.(\w+)")
+
+_KNOB_TYPES = typing.get_type_hints(EngineConfig)
+_ITEM_TYPES = typing.get_type_hints(WorkloadItem)
+_ITEM_DEFAULTS = {f.name: f.default for f in dataclasses.fields(WorkloadItem) if f.name != "prompt"}
+_SPEC_TYPES = typing.get_type_hints(GeneratorSpec)
+_SPEC_DEFAULTS = GeneratorSpec()
+
+
+@dataclass
+class Scenario:
+    """Everything a link restores. Defaults mean 'whatever the lab starts with'."""
+
+    lesson: str | None = None
+    knobs: dict[str, object] = field(default_factory=dict)  # only knobs that differ from the defaults
+    # A PRESETS name (or NO_WORKLOAD), or a generator spec (seed included); None: the lesson's or the lab's own.
+    workload: str | GeneratorSpec | None = None
+    requests: list[WorkloadItem] = field(default_factory=list)  # added by hand, after the workload's
+    step: int | None = None  # the step on screen; None: before the first step
+    # What the user changed mid-run, as lab.state.Run files it, so a link replays the run exactly:
+    # live knobs set just before a step, and the step each hand-added request was added before
+    # (index into requests; a request not listed here joins the workload before step 0).
+    live_knobs: dict[int, dict[str, object]] = field(default_factory=dict)
+    added_at: dict[int, int] = field(default_factory=dict)
+
+
+def changed_knobs(config: EngineConfig, defaults: EngineConfig | None = None) -> dict[str, object]:
+    """The knobs a link must carry: those that differ from the defaults."""
+    base = (defaults or EngineConfig()).to_dict()
+    return {k: v for k, v in config.to_dict().items() if k in LINK_KNOBS and v != base[k]}
+
+
+def scenario_config(scenario: Scenario, defaults: EngineConfig | None = None) -> EngineConfig:
+    """The engine config the scenario describes."""
+    return dataclasses.replace(defaults or EngineConfig(), **scenario.knobs)
+
+
+def scenario_workload(scenario: Scenario, default: Sequence[WorkloadItem] = ()) -> list[WorkloadItem]:
+    """The requests to submit: the preset's or generator's (default: the lesson's or the lab's
+    own workload, when the link names none), then the hand-added ones not added mid-run
+    (those are in scenario_changes)."""
+    if scenario.workload == NO_WORKLOAD:
+        items = []
+    elif isinstance(scenario.workload, str):
+        items = PRESETS[scenario.workload]()
+    elif isinstance(scenario.workload, GeneratorSpec):
+        items = generate_workload(scenario.workload)
+    else:
+        items = list(default)
+    return items + [item for i, item in enumerate(scenario.requests) if i not in scenario.added_at]
+
+
+def scenario_changes(scenario: Scenario) -> dict[int, tuple[dict[str, object], list[WorkloadItem]]]:
+    """What the user did just before each step: the live knobs set, then the requests added (link order)."""
+    changes: dict[int, tuple[dict[str, object], list[WorkloadItem]]] = {}
+    for step, knobs in scenario.live_knobs.items():
+        changes.setdefault(step, ({}, []))[0].update(knobs)
+    for i in sorted(scenario.added_at):
+        changes.setdefault(scenario.added_at[i], ({}, []))[1].append(scenario.requests[i])
+    return dict(sorted(changes.items()))
+
+
+# ---- encoding -----------------------------------------------------------------------------------
+
+
+def _text(value: object) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return f"{value[0]}-{value[1]}"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def encode_scenario(scenario: Scenario, defaults: EngineConfig | None = None) -> dict[str, str]:
+    """The query parameters for a scenario, leaving out whatever is at its default.
+
+    defaults: the config the knobs are relative to: the lesson's, in a lesson."""
+    base = (defaults or EngineConfig()).to_dict()
+    params: dict[str, str] = {}
+    if scenario.lesson is not None:
+        params["lesson"] = scenario.lesson
+    for knob in LINK_KNOBS:  # in the config's order, so equal scenarios give equal links
+        if knob in scenario.knobs and scenario.knobs[knob] != base[knob]:
+            params[KNOB_PREFIX + knob] = _text(scenario.knobs[knob])
+    if isinstance(scenario.workload, str):
+        params["preset"] = scenario.workload
+    elif isinstance(scenario.workload, GeneratorSpec):
+        params["seed"] = str(scenario.workload.seed)  # always present: it is what marks a generated workload
+        for name, key in GENERATOR_PARAMS.items():
+            value = getattr(scenario.workload, name)
+            if name != "seed" and value != getattr(_SPEC_DEFAULTS, name):
+                params[key] = _text(value)
+    for i, item in enumerate(scenario.requests):
+        params[f"{REQUEST_PREFIX}{i}"] = item.prompt
+        for name, default in _ITEM_DEFAULTS.items():
+            if getattr(item, name) != default:
+                params[f"{REQUEST_PREFIX}{i}.{name}"] = _text(getattr(item, name))
+        if i in scenario.added_at:
+            params[f"{REQUEST_PREFIX}{i}.at"] = str(scenario.added_at[i])
+    for step, knobs in sorted(scenario.live_knobs.items()):
+        for knob in LINK_KNOBS:
+            if knob in knobs:
+                params[f"at{step}.{knob}"] = _text(knobs[knob])
+    if scenario.step is not None:
+        params["step"] = str(scenario.step)
+    return params
+
+
+# ---- decoding -----------------------------------------------------------------------------------
+
+
+def _parse(text: str, tp: object) -> object:
+    """Read one value as type tp; ValueError says what was expected."""
+    text = text.strip()
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):  # int | None
+        return None if text.lower() == "none" else _parse(text, next(a for a in args if a is not type(None)))
+    if typing.get_origin(tp) is tuple:
+        match = re.fullmatch(r"([+-]?\d+)-([+-]?\d+)", text)
+        if not match:
+            raise ValueError(f"expected a range like 8-96, got {text!r}")
+        return int(match[1]), int(match[2])
+    if tp is bool:
+        flags = {"true": True, "false": False, "1": True, "0": False, "on": True, "off": False}
+        if text.lower() not in flags:
+            raise ValueError(f"expected true or false, got {text!r}")
+        return flags[text.lower()]
+    if tp is int:
+        if not re.fullmatch(r"[+-]?\d{1,18}", text):
+            raise ValueError(f"expected an integer, got {text!r}")
+        return int(text)
+    if tp is float:
+        try:
+            number = float(text)
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number) or len(text) > 32:
+            raise ValueError(f"expected a number, got {text!r}")
+        return number
+    return text
+
+
+class _Decoder:
+    """Collects the scenario and one warning per parameter it could not use."""
+
+    def __init__(self, params: Mapping[str, str | list[str]]):
+        # A repeated key arrives as a list; the last one wins, as in the browser's own reading.
+        self.params = {k: (v[-1] if v else "") if isinstance(v, list) else v for k, v in params.items()}
+        self.used: set[str] = set()
+        self.warnings: list[str] = []
+
+    def take(self, key: str) -> str | None:
+        self.used.add(key)
+        return self.params.get(key)
+
+    def warn(self, key: str, why: str) -> None:
+        value = self.params.get(key, "")
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        self.warnings.append(f"link parameter {key}={shown!r} ignored: {why}")
+
+    def lesson(self, lessons: Collection[str] | None) -> str | None:
+        value = self.take("lesson")
+        if value is None:
+            return None
+        if lessons is not None and value not in lessons:
+            self.warn("lesson", f"no such lesson (lessons: {', '.join(sorted(lessons))})")
+        elif lessons is None and not _LESSON_ID.fullmatch(value):
+            self.warn("lesson", "a lesson id is 1-64 letters, digits, '.', '_' or '-'")
+        else:
+            return value
+        return None
+
+    def knobs(self, base: EngineConfig) -> dict[str, object]:
+        knobs: dict[str, object] = {}
+        for key in [k for k in self.params if k.startswith(KNOB_PREFIX)]:
+            knob, value = key[len(KNOB_PREFIX):], self.take(key)
+            if knob in ("model", "device"):
+                self.warn(key, f"the {knob} cannot be set from a link: it names a part of the machine serving "
+                          "the lab")
+                continue
+            if knob not in LINK_KNOBS:
+                self.warn(key, f"unknown knob {knob!r} (knobs: {', '.join(LINK_KNOBS)})")
+                continue
+            try:
+                parsed = _parse(value, _KNOB_TYPES[knob])
+                # Validate with the knobs accepted so far, so a clash between two knobs is caught too.
+                dataclasses.replace(base, **knobs, **{knob: parsed})
+            except ValueError as exc:
+                self.warn(key, str(exc))
+                continue
+            if parsed != getattr(base, knob):
+                knobs[knob] = parsed
+        return {k: knobs[k] for k in LINK_KNOBS if k in knobs}
+
+    def workload(self) -> str | GeneratorSpec | None:
+        preset = self.take("preset")
+        given = [key for key in GENERATOR_PARAMS.values() if key in self.params]
+        if preset is not None:
+            for key in given:
+                self.take(key)
+                self.warn(key, "the link also names a preset, which is used instead of a generated workload")
+            if preset in PRESETS or preset == NO_WORKLOAD:
+                return preset
+            self.warn("preset", f"no such preset (presets: {', '.join(PRESETS)}, or {NO_WORKLOAD})")
+            return None
+        if not given:
+            return None
+        values = {}
+        for name, key in GENERATOR_PARAMS.items():
+            if key not in self.params:
+                continue
+            try:
+                value = _parse(self.take(key), _SPEC_TYPES[name])
+                dataclasses.replace(_SPEC_DEFAULTS, **{name: value})  # validates that one field
+            except ValueError as exc:
+                self.warn(key, str(exc))
+                continue
+            values[name] = value
+        return GeneratorSpec(**values)
+
+    def live_knobs(self, base: EngineConfig) -> dict[int, dict[str, object]]:
+        changes: dict[int, dict[str, object]] = {}
+        for key in self.params:
+            match = _LIVE_KNOB_KEY.fullmatch(key)
+            if not match:
+                continue
+            step, knob, value = int(match[1]), match[2], self.take(key)
+            if knob not in LIVE_KNOBS:
+                self.warn(key, f"only a live knob can change mid-run (live knobs: {', '.join(sorted(LIVE_KNOBS))})")
+                continue
+            if step > MAX_STEP:
+                self.warn(key, f"the step must be in [0, {MAX_STEP}]")
+                continue
+            try:
+                parsed = _parse(value, _KNOB_TYPES[knob])
+                dataclasses.replace(base, **{knob: parsed})  # validates
+            except ValueError as exc:
+                self.warn(key, str(exc))
+                continue
+            changes.setdefault(step, {})[knob] = parsed
+        return {s: {k: changes[s][k] for k in LINK_KNOBS if k in changes[s]} for s in sorted(changes)}
+
+    def requests(self) -> tuple[list[WorkloadItem], dict[int, int]]:
+        """The hand-added requests, and the step each one added mid-run was added before."""
+        pattern = re.compile(re.escape(REQUEST_PREFIX) + r"(\d{1,9})(?:\.(\w+))?")
+        fields_of: dict[int, dict[str, str]] = {}
+        for key in self.params:
+            match = pattern.fullmatch(key)
+            if match:
+                self.used.add(key)
+                fields_of.setdefault(int(match[1]), {})[match[2] or "prompt"] = key
+        items, added_at = [], {}
+        for index in sorted(fields_of):
+            keys = fields_of[index]
+            if "prompt" not in keys:
+                for key in keys.values():
+                    self.warn(key, f"there is no {REQUEST_PREFIX}{index} giving that request's prompt")
+                continue
+            at = self._added_at(keys.pop("at", None))
+            item = self._request(dict(keys))
+            if item is not None:
+                if at is not None:
+                    added_at[len(items)] = at
+                items.append(item)
+        return items, added_at
+
+    def _added_at(self, key: str | None) -> int | None:
+        if key is None:
+            return None
+        try:
+            step = _parse(self.params[key], int)
+        except ValueError as exc:
+            self.warn(key, str(exc))
+            return None
+        if not 0 <= step <= MAX_STEP:
+            self.warn(key, f"the step must be in [0, {MAX_STEP}]")
+            return None
+        return step
+
+    def _request(self, keys: dict[str, str]) -> WorkloadItem | None:
+        """One hand-added request from its keys (field name -> parameter name)."""
+        prompt_key = keys.pop("prompt")
+        values = {}
+        for name, key in sorted(keys.items()):
+            if name not in _ITEM_DEFAULTS:
+                self.warn(key, f"unknown request field {name!r} (fields: {', '.join(_ITEM_DEFAULTS)})")
+                continue
+            try:
+                value = _parse(self.params[key], _ITEM_TYPES[name])
+                WorkloadItem("x", **{name: value})  # validates that one field
+            except ValueError as exc:  # WorkloadError is a ValueError
+                self.warn(key, str(exc))
+                continue
+            values[name] = value
+        try:
+            return WorkloadItem(self.params[prompt_key], **values)
+        except ValueError as exc:
+            self.warn(prompt_key, str(exc))
+            return None
+
+    def step(self) -> int | None:
+        value = self.take("step")
+        if value is None:
+            return None
+        try:
+            step = _parse(value, int)
+        except ValueError as exc:
+            self.warn("step", str(exc))
+            return None
+        if not 0 <= step <= MAX_STEP:
+            self.warn("step", f"the step must be in [0, {MAX_STEP}]")
+            return None
+        return step
+
+
+def decode_scenario(params: Mapping[str, str | list[str]], defaults: EngineConfig | None = None,
+                    lessons: Mapping[str, EngineConfig] | Collection[str] | None = None) -> tuple[Scenario, list[str]]:
+    """Read a scenario from query parameters (e.g. st.query_params.to_dict()).
+
+    Never raises on what a link holds: each bad parameter keeps its default and adds a
+    warning naming it and why. lessons, if given, are the valid lesson ids; a mapping
+    also gives each lesson's config, which its link's knobs are relative to (as
+    encode_scenario wrote them), in place of defaults."""
+    d = _Decoder(params)
+    lesson = d.lesson(lessons)
+    base = lessons[lesson] if isinstance(lessons, Mapping) and lesson is not None else defaults or EngineConfig()
+    requests, added_at = d.requests()
+    scenario = Scenario(lesson=lesson, knobs=d.knobs(base), workload=d.workload(), requests=requests,
+                        step=d.step(), live_knobs=d.live_knobs(base), added_at=added_at)
+    for key in d.params:
+        if key not in d.used:
+            d.warn(key, "unknown parameter")
+    return scenario, d.warnings

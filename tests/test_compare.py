@@ -1,0 +1,90 @@
+"""A/B runs: the same workload under two configs, stepped together; the summary and
+figures report each side's own records."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from engine import Engine, EngineConfig
+from engine.workload import WorkloadItem, submit
+from lab.compare import ABRun, diff_table, kv_usage_figure, latency_ecdf, throughput_figure
+from lab.export import metric_values, run_metrics
+
+WORKLOAD = [WorkloadItem("JULIET: O Romeo, Romeo"[: 6 + 2 * i], max_tokens=8 + i, arrival_step=i // 3,
+                         ignore_eos=True) for i in range(6)]
+
+
+def config(model: str, **knobs) -> EngineConfig:
+    return EngineConfig(model=model, block_size=4, num_gpu_blocks=24, max_num_batched_tokens=32, max_num_seqs=4,
+                        **knobs)
+
+
+def test_identical_configs_give_identical_records(tiny_llama):
+    ab = ABRun(config(tiny_llama), config(tiny_llama), WORKLOAD)
+    ab.run()
+    a, b = ab.records
+    assert a and [r.without_timings() for r in a] == [r.without_timings() for r in b]
+    rows = {row["metric"] + row["unit"]: row for row in diff_table(*ab.metrics())}
+    assert rows["TTFT p95steps"]["delta"] == 0 and rows["TTFT p95steps"]["better"] == "same"
+
+
+@pytest.fixture(scope="module")
+def small_pool(tiny_llama) -> ABRun:
+    """B has a third of A's pool, so its requests outgrow it and get preempted."""
+    big = config(tiny_llama)
+    ab = ABRun(big, dataclasses.replace(big, num_gpu_blocks=8), WORKLOAD)
+    ab.run()
+    return ab
+
+
+def test_each_side_matches_a_solo_run(small_pool):
+    """Stepping in lock-step changes nothing: each side is the run its config gives alone."""
+    for engine, records in zip(small_pool.engines, small_pool.records, strict=True):
+        solo = Engine(dataclasses.replace(engine.config))
+        submit(solo, WORKLOAD)
+        assert [r.without_timings() for r in solo.run()] == [r.without_timings() for r in records]
+
+
+def test_the_side_that_finishes_first_idles(small_pool):
+    a, b = small_pool.records
+    assert len(a) < len(b), "the small pool must take longer"
+    ab = ABRun(small_pool.engines[0].config, small_pool.engines[1].config, WORKLOAD)
+    for _ in range(len(a)):
+        ab.step()
+    assert not ab.done
+    rec_a, rec_b = ab.step()
+    assert rec_a is None and rec_b.step == len(a)
+    assert len(ab.records[0]) == len(a)
+
+
+def test_smaller_pool_shows_more_preemptions(small_pool):
+    metrics_a, metrics_b = small_pool.metrics()
+    rows = {(row["metric"], row["unit"]): row for row in diff_table(metrics_a, metrics_b)}
+    preemptions = rows["preemptions", "count"]
+    assert preemptions["A"] == small_pool.engines[0].counters["num_preemptions"] == 0
+    assert preemptions["B"] == small_pool.engines[1].counters["num_preemptions"] > 0
+    assert preemptions["delta"] == preemptions["B"] and preemptions["better"] == "A"
+    assert rows["recomputed tokens", "tokens"]["B"] > 0
+    assert rows["peak KV usage", "fraction"]["better"] is None
+    steps = rows["steps to finish", "steps"]
+    assert (steps["A"], steps["B"]) == tuple(len(r) for r in small_pool.records)
+    assert steps["change_pct"] == pytest.approx(100 * (steps["B"] - steps["A"]) / steps["A"])
+    for row in rows.values():  # each value is the aggregate the metrics hold, under its row's name
+        assert row["A"] is not None and row["B"] is not None, row
+
+
+def test_figures_draw_both_sides(small_pool):
+    metrics_a, metrics_b = small_pool.metrics()
+    for key in ("ttft_steps", "itl_steps"):
+        fig = latency_ecdf(metrics_a, metrics_b, key)
+        assert [t.name for t in fig.data] == ["A", "B"]
+        for trace, metrics in zip(fig.data, (metrics_a, metrics_b), strict=True):
+            assert list(trace.x) == sorted(metric_values(metrics["requests"], key))
+            assert trace.y[-1] == 1.0
+    kv = kv_usage_figure(*small_pool.records, labels=("24 pages", "8 pages"))
+    assert [t.name for t in kv.data] == ["24 pages", "8 pages"]
+    assert max(kv.data[1].y) == 100 * run_metrics(small_pool.records[1])["aggregate"]["peak_kv_cache_usage_perc"]
+    bars = throughput_figure(metrics_a, metrics_b)
+    assert list(bars.data[0].y) == [m["aggregate"]["throughput_tokens_per_step"] for m in (metrics_a, metrics_b)]
