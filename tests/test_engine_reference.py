@@ -66,7 +66,7 @@ workloads = st.lists(
     min_size=1, max_size=8)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(knobs=configs, workload=workloads)
 def test_greedy_matches_generate_under_any_knobs(tiny_llama, reference, knobs, workload):
     if knobs["kv_allocation"] == "contiguous":

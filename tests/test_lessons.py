@@ -1,0 +1,319 @@
+"""The lessons stay true to the engine.
+
+Every checkpoint is run against the DEFAULT model (token counts depend on its
+tokenizer) and must have a well-defined, non-trivial answer at its step, so an
+engine change that breaks a lesson's story fails here. The comparisons the prose
+asks students to make (chunking vs TTFT, recompute vs swap, ...) are measured on
+the engine too, as relations between runs rather than copied numbers.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from engine import DEFAULT_MODEL, EngineConfig, StepRecord, load_model
+from engine.workload import PRESETS
+from lab.lessons import (
+    LESSONS_DIR,
+    AnswerError,
+    Checkpoint,
+    Lesson,
+    LessonError,
+    LessonProgress,
+    format_answer,
+    grade,
+    load_glossary,
+    load_lesson,
+    load_lessons,
+    score_challenge,
+    start_engine,
+)
+
+LESSONS = load_lessons()
+BY_ID = {lesson.id: lesson for lesson in LESSONS}
+CHECKPOINTS = [(lesson, cp) for lesson in LESSONS for cp in lesson.checkpoints]
+# The "nothing happened" answers: a question whose engine answer is one of these teaches nothing.
+TRIVIAL = ([], 0, "none", "not blocked")
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    if not (Path(DEFAULT_MODEL) / "model.safetensors").exists():
+        pytest.fail(f"the default model is missing from {DEFAULT_MODEL}; lessons are written for it")
+    return load_model(DEFAULT_MODEL)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """One lesson scenario run to the end."""
+
+    records: tuple[StepRecord, ...]
+    metrics: dict
+    outputs: dict[str, list[int]]
+    counters: dict
+
+    def request(self, rid: str) -> dict:
+        return next(m for m in self.metrics["requests"] if m["request_id"] == rid)
+
+
+@functools.cache
+def _finish(lesson_id: str, variant: str, changes: tuple) -> Finished:
+    engine = start_engine(BY_ID[lesson_id], variant, load_model(DEFAULT_MODEL), **dict(changes))
+    records = tuple(engine.run())
+    return Finished(records, engine.metrics(), {rid: r.output_token_ids for rid, r in engine.requests.items()},
+                    dict(engine.counters))
+
+
+def finish(loaded, lesson: Lesson, variant: str = "base", **changes) -> Finished:
+    """Cached across tests: the engine is deterministic, and each run costs seconds on a busy CPU.
+    Taking `loaded` ties callers to the fixture that checks the default model is there."""
+    return _finish(lesson.id, variant, tuple(sorted(changes.items())))
+
+
+# ---- files ------------------------------------------------------------------------------------
+
+
+def test_lessons_load_in_order_with_valid_configs():
+    assert [lesson.id[:2] for lesson in LESSONS] == [f"{i:02d}" for i in range(1, 9)]
+    for lesson in LESSONS:
+        assert lesson.sections and any(s.body for s in lesson.sections), lesson.id
+        assert len(lesson.checkpoints) >= 2, f"{lesson.id}: needs at least two checkpoints"
+        for variant in lesson.variant_names:
+            assert isinstance(lesson.engine_config(variant), EngineConfig)
+            assert EngineConfig(**{**lesson.config, "seed": lesson.seed})
+        assert lesson.workload_items()
+    assert BY_ID["08_it_depends"].challenge is not None
+
+
+def test_glossary_answers_the_four_questions():
+    titles = [s.title for s in load_glossary()]
+    for question in ("dynamic batching", "decodes", "KV cache is full", "PagedAttention"):
+        assert any(question in t for t in titles), question
+
+
+def test_watch_hints_follow_step_and_variant():
+    lesson = BY_ID["02_decode_first"]
+    assert lesson.watch_at(3, "base") != lesson.watch_at(3, "prefill_first")
+    assert lesson.watch_at(1000) == []
+
+
+# ---- checkpoints against the engine -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("lesson", "checkpoint"), CHECKPOINTS, ids=[f"{lsn.id}:{c.id}" for lsn, c in CHECKPOINTS])
+def test_checkpoint_answer_is_defined_and_graded(lesson: Lesson, checkpoint: Checkpoint, loaded):
+    run = finish(loaded, lesson, checkpoint.variant).records
+    assert len(run) > checkpoint.at_step, "the run ended before the checkpoint's step"
+    record = run[checkpoint.at_step]
+    answer = checkpoint.answer_from(record)
+    assert answer not in TRIVIAL, f"the engine's answer is {answer!r}: the question is trivial or the story broke"
+    if checkpoint.kind != "number":
+        assert set(answer if isinstance(answer, list) else [answer]) <= set(checkpoint.options)
+
+    right = grade(checkpoint, record, answer)
+    assert right.correct and right.right_answer == answer
+    assert checkpoint.rule.describe() in right.explanation
+    reasons = [e.reason for e in record.events if e.kind in checkpoint.rule.spec.events
+               and checkpoint.rule.request in (None, e.request_id)]
+    assert all(r in right.explanation for r in reasons)
+
+    wrong = grade(checkpoint, record, _a_wrong_answer(checkpoint, answer))
+    assert not wrong.correct and wrong.right_answer == answer
+    assert format_answer(answer) in wrong.explanation
+
+
+def _a_wrong_answer(checkpoint: Checkpoint, answer):
+    if checkpoint.kind == "number":
+        return answer + 1
+    if checkpoint.kind == "choice":
+        return next(o for o in checkpoint.options if o != answer)
+    extra = next((o for o in checkpoint.options if o not in answer), None)
+    return answer[1:] if extra is None else [*answer, extra]
+
+
+def test_grade_reads_answers_leniently_and_rejects_nonsense(loaded):
+    lesson = BY_ID["01_the_loop"]
+    checkpoint = next(c for c in lesson.checkpoints if c.kind == "ids")
+    record = finish(loaded, lesson).records[checkpoint.at_step]
+    answer = checkpoint.answer_from(record)
+    assert grade(checkpoint, record, " , ".join(reversed(answer))).correct  # order and spacing do not matter
+    with pytest.raises(AnswerError, match="r99"):
+        grade(checkpoint, record, "r99")
+    number = next(c for c in lesson.checkpoints if c.kind == "number")
+    with pytest.raises(AnswerError, match="number"):
+        number.parse("lots")
+    with pytest.raises(ValueError, match="step"):
+        number.answer_from(record)  # a record of the wrong step
+
+
+# ---- the comparisons the lesson text asks for -------------------------------------------------
+
+
+def test_decode_first_protects_itl_and_prefill_first_speeds_the_prompt(loaded):
+    lesson = BY_ID["02_decode_first"]
+    df, pf = finish(loaded, lesson), finish(loaded, lesson, "prefill_first")
+    streams = [f"r{i}" for i in range(8)]
+    assert max(max(df.request(r)["itl_steps"]) for r in streams) < max(max(pf.request(r)["itl_steps"]) for r in streams)
+    assert pf.request("r8")["ttft_steps"] < df.request("r8")["ttft_steps"]
+
+
+def test_chunk_size_trades_long_prompt_ttft_against_step_size(loaded):
+    """Smaller chunks: the long prompt waits longer, but no decode shares a pass with a big chunk."""
+    lesson = BY_ID["03_token_budget"]
+    ttft, biggest = {}, {}
+    for variant in ("small_chunks", "base", "big_budget"):
+        run = finish(loaded, lesson, variant)
+        ttft[variant] = run.request("r2")["ttft_steps"]
+        biggest[variant] = max(r.budget.tokens_used for r in run.records if any(c.kind == "decode" for c in r.batch))
+    assert ttft["small_chunks"] > ttft["base"] > ttft["big_budget"]
+    assert biggest["small_chunks"] < biggest["base"] < biggest["big_budget"]
+
+
+def test_recompute_and_swap_cost_differently_and_change_no_output(loaded):
+    lesson = BY_ID["04_kv_cache_full"]
+    recompute, swap = finish(loaded, lesson), finish(loaded, lesson, "swap")
+    roomy = finish(loaded, lesson, num_gpu_blocks=64)
+    assert roomy.counters["num_preemptions"] == 0
+    assert recompute.outputs == swap.outputs == roomy.outputs
+    assert recompute.counters["num_preemptions"] > 0 and swap.counters["num_preemptions"] > 0
+    assert recompute.counters["num_recomputed_tokens"] > 0 and recompute.counters["num_swapped_blocks"] == 0
+    assert swap.counters["num_swapped_blocks"] > 0 and swap.counters["num_recomputed_tokens"] == 0
+
+
+def test_paging_admits_sooner_but_invents_no_memory(loaded):
+    lesson = BY_ID["05_paged_attention"]
+
+    def first_admitted(variant: str, rid: str) -> int:
+        return next(r.step for r in finish(loaded, lesson, variant).records
+                    if any(e.kind == "admitted" and e.request_id == rid for e in r.events))
+
+    assert first_admitted("paged", "r4") < first_admitted("base", "r4")
+    assert any("fragmentation" in e.reason for r in finish(loaded, lesson).records for e in r.events)
+    assert finish(loaded, lesson, "paged").counters["num_preemptions"] > 0
+
+
+def test_prefix_cache_hits_only_when_enabled(loaded):
+    lesson = BY_ID["06_prefix_caching"]
+    assert finish(loaded, lesson).metrics["aggregate"]["prefix_cache_hit_rate"] > 0
+    assert finish(loaded, lesson, "no_cache").metrics["aggregate"]["prefix_cache_hit_rate"] == 0
+
+
+def test_priority_serves_urgent_work_and_starves_the_rest(loaded):
+    lesson = BY_ID["07_priorities"]
+    prio, fcfs = finish(loaded, lesson), finish(loaded, lesson, "fcfs")
+    urgent = ["r3", "r4", "r5", "r6"]
+    assert max(prio.request(r)["ttft_steps"] for r in urgent) < min(fcfs.request(r)["ttft_steps"] for r in urgent)
+    assert max(prio.request("r2")["itl_steps"]) > max(fcfs.request("r2")["itl_steps"])
+
+
+# ---- the challenge ----------------------------------------------------------------------------
+
+SOLUTION = {"step_order": "decode_first", "max_num_seqs": 6, "max_num_batched_tokens": 128}
+
+
+def test_challenge_fails_the_start_and_passes_a_tuned_config(loaded):
+    lesson = BY_ID["08_it_depends"]
+    spec = lesson.challenge
+    assert set(SOLUTION) <= set(spec.knobs)
+    start = score_challenge(spec, finish(loaded, lesson).metrics)
+    assert not start.passed and "Missed" in start.message
+    tuned = score_challenge(spec, finish(loaded, lesson, **SOLUTION).metrics)
+    assert tuned.passed, tuned.message
+    assert all(r.met for r in tuned.results)
+
+
+def test_challenge_refuses_an_unfinished_run(loaded):
+    lesson = BY_ID["08_it_depends"]
+    engine = start_engine(lesson, "base", loaded, **SOLUTION)
+    engine.run(5)
+    result = score_challenge(lesson.challenge, engine.metrics())
+    assert not result.passed and "not finished" in result.message
+
+
+# ---- progress ---------------------------------------------------------------------------------
+
+
+def test_progress_round_trips_through_json_and_restarts(loaded):
+    lesson = BY_ID["01_the_loop"]
+    progress = LessonProgress(lesson.id)
+    run = finish(loaded, lesson).records
+    for checkpoint in lesson.checkpoints[:2]:
+        record = run[checkpoint.at_step]
+        answer = checkpoint.answer_from(record)
+        progress.record(checkpoint, answer, grade(checkpoint, record, answer))
+    challenge = BY_ID["08_it_depends"]
+    progress.challenge = score_challenge(challenge.challenge, finish(loaded, challenge).metrics)
+    restored = LessonProgress.from_dict(json.loads(json.dumps(progress.to_dict())))
+    assert restored == progress
+    assert restored.score() == (2, 2)
+    restored.restart()
+    assert restored.score() == (0, 0) and restored.challenge is None
+
+
+# ---- malformed files --------------------------------------------------------------------------
+
+BAD_EDITS = [
+    # (what to replace in 01_the_loop.toml, with what, the field the error must name)
+    ('rule = { kind = "admitted_ids" }', 'rule = { kind = "admitted" }', "checkpoints[0].rule.kind"),
+    ("max_num_seqs = 4", "max_num_seqs = 0", "config"),
+    ("max_tokens = 10", "max_tokens = -1", "requests[1].max_tokens"),
+    ("max_tokens = 10", 'max_tokens = 10\ncolour = "red"', "requests[1].colour"),
+    ('title = "', 'titel = "x"\ntitle = "', "titel"),
+    ('rule = { kind = "blocked_limit", request = "r3" }', 'rule = { kind = "blocked_limit", request = "r9" }',
+     "checkpoints[1].rule.request"),
+    ('rule = { kind = "blocked_limit", request = "r3" }', 'rule = { kind = "blocked_limit" }',
+     "checkpoints[1].rule.request"),
+    ("at_step = 0", "at_step = -1", "checkpoints[0].at_step"),
+    ("at_step = 0", "at_step = 0\nvariant = 'nope'", "checkpoints[0].variant"),
+    ('options = ["not blocked", "token_budget", "seq_cap", "blocks"]', "options = []", "checkpoints[1].options"),
+    ("steps = [0, 0]", "steps = [3, 1]", "watch[0].steps"),
+    ('id = "first-batch"', 'id = "what-stops-r3"', "checkpoints"),
+    ("[[requests]]", '[[variants]]\nname = "v"\nlabel = "V"\nconfig = { step_order = "sideways" }\n\n[[requests]]',
+     "variants[0].config"),
+    ('title = "', 'preset = "chat_mix"\ntitle = "', "requests"),
+    ("seed = 0", "seed = 0\nseed = 1", "cannot be read"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "field"), BAD_EDITS, ids=[e[2] for e in BAD_EDITS])
+def test_malformed_lesson_names_file_and_field(tmp_path, old, new, field):
+    src = LESSONS_DIR / "01_the_loop.toml"
+    text = src.read_text()
+    assert old in text, f"the edit no longer applies: {old!r}"
+    shutil.copy(LESSONS_DIR / "01_the_loop.md", tmp_path / "01_the_loop.md")
+    bad = tmp_path / "01_the_loop.toml"
+    bad.write_text(text.replace(old, new, 1))
+    with pytest.raises(LessonError) as err:
+        load_lesson(bad)
+    assert "01_the_loop.toml" in str(err.value) and field in str(err.value)
+
+
+def test_missing_text_file_is_named(tmp_path):
+    shutil.copy(LESSONS_DIR / "01_the_loop.toml", tmp_path / "01_the_loop.toml")
+    with pytest.raises(LessonError, match=r"01_the_loop\.toml.*01_the_loop\.md"):
+        load_lessons(tmp_path)
+
+
+def test_preset_and_generator_workloads(tmp_path):
+    """Lessons may name a preset or a generator instead of listing requests; then the request
+    ids are unknown at load time, so 'ids' questions must list their options."""
+    shutil.copy(LESSONS_DIR / "01_the_loop.md", tmp_path / "09_preset.md")
+    head = 'title = "t"\n'
+    checkpoint = '[[checkpoints]]\nid = "c"\nat_step = 0\nquestion = "q"\nrule = { kind = "admitted_ids" }\n'
+    path = tmp_path / "09_preset.toml"
+    path.write_text(head + 'preset = "chat_mix"\n' + checkpoint)
+    with pytest.raises(LessonError, match=r"09_preset\.toml: field 'checkpoints\[0\]\.options'"):
+        load_lesson(path)
+    path.write_text(head + 'preset = "chat_mix"\n' + checkpoint + 'options = ["r0", "r1"]\n')
+    assert load_lesson(path).workload_items() == PRESETS["chat_mix"]()
+    path.write_text(head + "[generator]\nseed = 3\nnum_requests = 4\nprompt_tokens = [8, 16]\n")
+    assert len(load_lesson(path).workload_items()) == 4
+    path.write_text(head + "[generator]\nnum_requests = 0\n")
+    with pytest.raises(LessonError, match="generator.*num_requests"):
+        load_lesson(path)
