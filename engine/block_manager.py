@@ -61,7 +61,7 @@ class BlockManager:
         self.evictions: list[tuple[int, str]] = []  # (block id, hash) since the engine last drained it
         # Drawn text of each request's pages: (tokens held, text) by page index. Tokens at a position
         # never change, so a page is decoded again only while it is filling.
-        self._page_texts: dict[str, list[tuple[int, str]]] = {}
+        self._page_texts: dict[str, dict[int, tuple[int, str]]] = {}
 
     # ---- accounting -------------------------------------------------------------------------
 

@@ -148,8 +148,8 @@ class Engine:
 
     def _admit_arrivals(self, events: list[Event]) -> None:
         arrived = [r for r in self._pending if r.arrival_step <= self.step_index]
+        self._pending = [r for r in self._pending if r.arrival_step > self.step_index]
         for req in arrived:
-            self._pending.remove(req)
             req.status = RequestStatus.WAITING
             req.arrival_ms = self.clock_ms
             self.scheduler.waiting.append(req)

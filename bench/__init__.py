@@ -1,0 +1,1 @@
+"""Benchmarks, each run as ``python -m bench.<name>``; measured numbers in bench/RESULTS.md."""

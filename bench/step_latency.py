@@ -1,0 +1,168 @@
+"""What one click of Step costs in the lab: an engine step plus every figure drawn for it.
+
+For each lesson's scenario (lessons/ via lab.lessons.load_lessons, on the model the
+lessons are written for) the lab's own Run is stepped to the end, and after each
+step every figure builder in lab.charts is called on the history so far, as the
+page does (the live views and every history tab, open or not; the replay
+animation, built only on request while paused, is timed once per lesson). Then
+the two kinds of time travel:
+
+* scrubbing: showing a past step again, i.e. redrawing the page's figures from the stored records;
+* branching: stepping from a past step, which rebuilds the engine by replaying the
+  run's script up to it (N steps re-executed), then takes the new step.
+
+    python -m bench.step_latency            # every lesson, to the end of its run
+    python -m bench.step_latency --quick    # two lessons, a few steps each
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import plotly.io as pio
+
+from bench.common import median, parse, parser, percentile, print_table, write_results
+from engine import DEFAULT_MODEL, ModelLoadError, load_model
+
+TARGETS_MS = {"p50": 100.0, "p95": 250.0}
+# What lab.views draws on a Step click: the three live views and the open history tab
+# (Timeline, the first, unless the student opened another).
+PAGE = ("queues", "budget", "blocks", "timeline")
+MAX_STEPS = 300  # a lesson run longer than this is cut off (none is, today)
+
+try:
+    from lab.charts import blocks, budget, queues, replay, timeline
+    from lab.lessons import load_lessons
+    from lab.state import Run
+except ImportError as exc:  # the lab is being built alongside the engine
+    raise SystemExit(f"step_latency needs the lab's lessons and chart builders, and cannot import them: {exc}") \
+        from exc
+
+
+def step_figures(records: list, num_steps: int) -> dict[str, Callable[[], object]]:
+    """Every figure the lab can draw for the last of `records`: name -> builder."""
+    record, previous = records[-1], records[-2] if len(records) > 1 else None
+    return {
+        "queues": lambda: queues.figure(records),
+        "budget": lambda: budget.figure(record),
+        "blocks": lambda: blocks.figure(record, previous),
+        "timeline": lambda: timeline.requests_figure(records, num_steps),
+        "metrics": lambda: timeline.metrics_figure(records, num_steps),
+        "latency": lambda: timeline.latency_figure(records),
+    }
+
+
+def draw(records: list, num_steps: int, serialize: bool, names: tuple[str, ...] | None = None) -> dict[str, float]:
+    """Build each figure named (default: all), and if asked turn it into the JSON the browser
+    receives; returns ms per figure."""
+    out = {}
+    for name, build in step_figures(records, num_steps).items():
+        if names is not None and name not in names:
+            continue
+        t0 = time.perf_counter()
+        fig = build()
+        if serialize:
+            pio.to_json(fig, validate=False)
+        out[name] = (time.perf_counter() - t0) * 1000
+    return out
+
+
+def ms(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1000
+
+
+def summary(values: list[float]) -> dict:
+    return {"p50": median(values), "p95": percentile(values, 95), "max": max(values), "n": len(values)}
+
+
+def bench_lesson(lesson, model: str, max_steps: int, scrubs: int, depths: list[int], serialize: bool) -> dict:
+    run = Run(lesson.engine_config(model=model), lesson.workload_items(), load=load_model)
+    step_ms, page, totals, per_figure = [], [], [], {}
+    while not run.done and len(run.records) < max_steps:
+        t_step = ms(lambda: run.step(1))
+        figs = draw(run.records, len(run.records), serialize)
+        step_ms.append(t_step)
+        page.append(t_step + sum(figs[name] for name in PAGE))
+        totals.append(t_step + sum(figs.values()))
+        for name, value in figs.items():
+            per_figure.setdefault(name, []).append(value)
+    num_steps = len(run.records)
+    replay_ms = ms(lambda: replay.figure(run.records))
+
+    rng = random.Random(0)
+    scrub_ms = []
+    for index in (rng.randrange(num_steps) for _ in range(scrubs)):
+        def scrub(index: int = index) -> None:
+            run.seek(index)
+            draw(run.records[: index + 1], num_steps, serialize, PAGE)
+        scrub_ms.append(ms(scrub))
+
+    branches = []
+    for depth in (d for d in depths if d < num_steps):
+        run.seek(depth - 1)  # on screen: the record of step depth-1; Step replays `depth` steps, then runs one
+        took = ms(lambda: run.step(1))
+        branches.append({"replayed_steps": depth, "ms": took, "ms_per_step": took / (depth + 1)})
+        run.step(num_steps)  # back to a full history for the next branch
+    return {"lesson": lesson.id, "title": lesson.title, "steps": num_steps, "step_ms": summary(step_ms),
+            "page_ms": summary(page), "all_figures_ms": summary(totals),
+            "per_figure_ms_p50": {k: median(v) for k, v in per_figure.items()}, "replay_ms": replay_ms,
+            "scrub_ms": summary(scrub_ms) if scrub_ms else None, "branch": branches}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = parser(__doc__.split("\n\n")[0])
+    p.add_argument("--model", default=DEFAULT_MODEL, help="the model folder (default: the lessons' model)")
+    p.add_argument("--no-json", action="store_true", help="time building the figures only, not their JSON")
+    args = parse(p, argv)
+    if not Path(args.model).is_dir():
+        raise SystemExit(f"no model at {args.model}: train it first (tools/train_default_model.py) or pass --model")
+    try:
+        load_model(args.model)
+    except ModelLoadError as exc:
+        raise SystemExit(str(exc)) from exc
+    lessons = load_lessons()
+    if args.quick:
+        lessons, max_steps, scrubs, depths = lessons[:2], 4, 2, [2]
+    else:
+        max_steps, scrubs, depths = MAX_STEPS, 20, [5, 20, 50]
+
+    results = []
+    for lesson in lessons:
+        runs = sorted((bench_lesson(lesson, args.model, max_steps, scrubs, depths, not args.no_json)
+                       for _ in range(args.repeats)), key=lambda r: r["page_ms"]["p95"])
+        results.append({**runs[len(runs) // 2], "repeats": args.repeats})  # the median run
+    print_table("One Step click (ms): the engine step, plus the page's figures (" + ", ".join(PAGE) +
+                "), or plus every figure",
+                ["lesson", "steps", "step p50", "page p50", "page p95", "all p50", "all p95", "replay",
+                 "scrub p50", "scrub p95"],
+                [[r["lesson"], r["steps"], r["step_ms"]["p50"], r["page_ms"]["p50"], r["page_ms"]["p95"],
+                  r["all_figures_ms"]["p50"], r["all_figures_ms"]["p95"], r["replay_ms"],
+                  r["scrub_ms"]["p50"] if r["scrub_ms"] else "", r["scrub_ms"]["p95"] if r["scrub_ms"] else ""]
+                 for r in results])
+    print_table("Branching from a past step (replays the script, then steps)",
+                ["lesson", "replayed steps", "ms", "ms per step"],
+                [[r["lesson"], b["replayed_steps"], b["ms"], b["ms_per_step"]]
+                 for r in results for b in r["branch"]])
+    names = list(results[0]["per_figure_ms_p50"])
+    print_table("Each figure, p50 ms", ["lesson", *names],
+                [[r["lesson"], *(r["per_figure_ms_p50"][n] for n in names)] for r in results])
+    worst = {view: {k: max(r[f"{view}_ms"][k] for r in results) for k in TARGETS_MS}
+             for view in ("page", "all_figures")}
+    for view, w in worst.items():
+        print(f"\nworst lesson, step + {view.replace('_', ' ')}: p50 {w['p50']:.1f} ms "
+              f"(target <= {TARGETS_MS['p50']:.0f}), p95 {w['p95']:.1f} ms (target <= {TARGETS_MS['p95']:.0f})")
+    data = {"quick": args.quick, "model": args.model, "serialize_json": not args.no_json, "targets_ms": TARGETS_MS,
+            "page_figures": PAGE, "worst": worst,
+            "meets_targets": {view: {k: w[k] <= TARGETS_MS[k] for k in TARGETS_MS} for view, w in worst.items()},
+            "lessons": results}
+    write_results(args.out, "step_latency", data)
+    return data
+
+
+if __name__ == "__main__":
+    main()
