@@ -1,0 +1,62 @@
+"""Two reading pages: the list of lessons (each opens in the lab, its text beside the charts) and the glossary."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from lab import lesson_panel, share
+from lab.lessons import LessonError, load_glossary
+
+# The pages are prose: keep lines to a readable length even in the wide layout.
+READABLE = [2.2, 1]
+
+
+def catalogue(lab: st.Page) -> None:
+    """Every lesson with its opening lines, its questions and the student's score; a click opens it in `lab`."""
+    body, _ = st.columns(READABLE)
+    with body:
+        st.title("Lessons")
+        st.markdown("Each lesson runs a real engine beside its text. Before some steps it asks what the scheduler "
+                    "will do; **lock in** a prediction and the step runs, then the engine's own record grades it.")
+        try:
+            lessons = lesson_panel.lessons()
+        except LessonError as exc:
+            st.error(f"The lessons cannot be read: {exc}", icon=":material/error:")
+            return
+        for n, lesson in enumerate(lessons.values(), 1):
+            v = lesson_panel.visit(lesson.id)
+            right, answered = v.progress.score()
+            with st.container(border=True, key=f"card_{lesson.id}"):
+                text, action = st.columns([4, 1], vertical_alignment="center")
+                text.markdown(f"#### {n}. {lesson.title}")
+                text.markdown(lesson.sections[0].body.split("\n\n")[0])
+                facts = [f"{len(lesson.checkpoints)} questions"]
+                facts += [f"variants: {', '.join(x.name for x in lesson.variants)}"] if lesson.variants else []
+                facts += ["a tuning challenge"] if lesson.challenge else []
+                facts += [f"your score {right} / {answered}"] if answered else []
+                text.caption(" · ".join(facts))
+                started = v.run is not None or st.session_state.get(share.LESSON_KEY) == lesson.id
+                if action.button("Continue" if started else "Start", key=f"start_{lesson.id}", type="primary",
+                                 icon=":material/school:", width="stretch"):
+                    try:
+                        lesson_panel.open_lesson(lesson.id)
+                    except ValueError as exc:
+                        st.error(f"Lesson {n} could not open: {exc}", icon=":material/error:")
+                    else:
+                        st.switch_page(lab)
+
+
+def glossary() -> None:
+    """The questions people ask most about the scheduler loop, with short answers."""
+    body, _ = st.columns(READABLE)
+    with body:
+        st.title("Glossary")
+        try:
+            sections = load_glossary()
+        except OSError as exc:
+            st.error(f"The glossary cannot be read: {exc}", icon=":material/error:")
+            return
+        for section in sections:
+            if section.title:
+                st.markdown(f"### {section.title}")
+            st.markdown(section.body)

@@ -1,0 +1,259 @@
+"""The lessons inside the app, driven headlessly with AppTest.
+
+Every right answer is read off a reference engine run of the same lesson
+(test_lessons.finish), never written down here, so the tests follow the engine.
+Each test checks the session's Run and progress (what happened) and the page
+(what the student sees).
+"""
+
+from __future__ import annotations
+
+import pytest
+import test_lessons
+from streamlit.testing.v1 import AppTest
+from test_app import APP, click, markdown, run_of
+from test_lessons import BY_ID, LESSONS, SOLUTION, finish
+
+from lab.controls import KNOBS
+from lab.lessons import format_answer, load_glossary, score_challenge
+
+loaded = test_lessons.loaded  # the fixture that checks the default model, which the lessons are written for
+
+
+@pytest.fixture
+def open_lesson(lab_model, monkeypatch):
+    """An app opened on a lesson's link (?lesson=<id>), as a student following a course page would."""
+    monkeypatch.setenv("LAB_MODEL", lab_model)
+
+    def opener(lesson_id: str) -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=120)
+        at.query_params["lesson"] = lesson_id
+        at.run()
+        assert not at.exception, at.exception
+        assert at.session_state["lesson_id"] == lesson_id
+        return at
+
+    return opener
+
+
+def progress(at: AppTest, lesson_id: str):
+    return at.session_state["lesson_visits"][lesson_id].progress
+
+
+def checkpoint(lesson_id: str, checkpoint_id: str):
+    return next(c for c in BY_ID[lesson_id].checkpoints if c.id == checkpoint_id)
+
+
+def engine_answer(loaded, lesson_id: str, checkpoint_id: str):
+    """The engine's own answer: the checkpoint's rule applied to a reference run's record."""
+    cp = checkpoint(lesson_id, checkpoint_id)
+    return cp.answer_from(finish(loaded, BY_ID[lesson_id], cp.variant).records[cp.at_step])
+
+
+def messages(elements) -> str:
+    return "\n".join(e.value for e in elements)
+
+
+# The widget kind each answer kind, and each challenge knob kind, is drawn with.
+ANSWER_WIDGETS = {"ids": "multiselect", "number": "number_input", "choice": "radio"}
+KNOB_WIDGETS = {"int": "number_input", "float": "slider", "bool": "toggle", "choice": "selectbox"}
+
+
+def widget(at: AppTest, kind: str, key: str):
+    return next(w for w in at.get(kind) if w.key == key)
+
+
+def lock_in(at: AppTest, lesson_id: str, checkpoint_id: str, answer) -> AppTest:
+    kind = ANSWER_WIDGETS[checkpoint(lesson_id, checkpoint_id).kind]
+    widget(at, kind, f"answer_{lesson_id}_{checkpoint_id}").set_value(answer)
+    return click(at, "lock_in")
+
+
+def test_each_lesson_opens_at_its_start_with_its_config_and_text(open_lesson, lab_model):
+    at = open_lesson(LESSONS[0].id)
+    for lesson in LESSONS:
+        at.selectbox(key="lesson_pick").set_value(lesson.id).run()
+        assert not at.exception, at.exception
+        run = run_of(at)
+        assert at.session_state["lesson_id"] == lesson.id
+        assert run.config == lesson.engine_config(model=lab_model)
+        assert run.workload == lesson.workload_items()
+        assert (run.next_step, run.at_latest) == (lesson.start_step, True)
+        shown = markdown(at)
+        assert lesson.sections[0].body in shown and "Section 1 of" in messages(at.caption)
+        assert at.selectbox(key="lesson_pick").value == lesson.id
+
+
+def test_a_question_holds_the_run_and_is_graded_against_the_engine(open_lesson, loaded):
+    lesson_id = "04_kv_cache_full"
+    at = open_lesson(lesson_id)
+    run = run_of(at)
+    at.number_input(key="run_n").set_value(10)
+    click(at, "run_steps")
+    assert run.next_step == 5, "Run should stop just before the step the lesson asks about"
+    assert "Stopped before step 5" in messages(at.info)
+    click(at, "step")
+    assert run.next_step == 5 and "question before step 5" in messages(at.warning)
+
+    right = engine_answer(loaded, lesson_id, "victim")
+    lock_in(at, lesson_id, "victim", right)
+    reference = finish(loaded, BY_ID[lesson_id]).records[5]
+    assert run.cursor == 5 and run.record.without_timings() == reference.without_timings()  # exactly one step
+    grade = progress(at, lesson_id).grades["victim"]
+    assert grade.correct and grade.right_answer == right
+    assert f"Right.** You said **{format_answer(right)}**; the engine's answer: **{format_answer(right)}**" \
+        in messages(at.success)
+    assert all(e.reason in markdown(at) for e in reference.events if e.kind == "preempted")
+
+    click(at, "step")
+    click(at, "step")
+    assert run.next_step == 8
+    right = engine_answer(loaded, lesson_id, "recompute-cost")
+    lock_in(at, lesson_id, "recompute-cost", right + 1)
+    grade = progress(at, lesson_id).grades["recompute-cost"]
+    assert not grade.correct and grade.right_answer == right
+    assert f"Not quite.** You said **{right + 1}**; the engine's answer: **{right}**" in messages(at.error)
+    assert progress(at, lesson_id).score() == (1, 2) and "1 / 2 right" in markdown(at)
+
+    click(at, "restart_lesson")
+    run = run_of(at)
+    assert (run.next_step, len(run.records)) == (0, 0)
+    assert progress(at, lesson_id).score() == (0, 0)
+    assert f"0 of {len(BY_ID[lesson_id].checkpoints)} questions answered" in markdown(at)
+
+
+def test_play_pauses_before_a_question(open_lesson):
+    at = open_lesson("04_kv_cache_full")
+    run = run_of(at)
+    click(at, "play")
+    for _ in range(10):  # each run of the page is one tick of the player
+        if not at.session_state["playing"]:
+            break
+        at.run()
+    assert not at.session_state["playing"] and run.next_step == 5
+    assert "question before step 5" in messages(at.warning)
+
+
+def test_skip_then_answer_later_and_bad_input_keeps_everything(open_lesson, loaded):
+    lesson_id = "01_the_loop"
+    at = open_lesson(lesson_id)
+    run = run_of(at)
+    click(at, "skip_question")  # the question about step 0
+    click(at, "step")
+    click(at, "step")
+    assert run.next_step == 2 and at.radio(key=f"answer_{lesson_id}_what-stops-r3").value is None
+    records = [r.without_timings() for r in run.records]
+    click(at, "lock_in")  # nothing chosen
+    assert "answer box is empty" in messages(at.error) and "Nothing ran" in messages(at.error)
+    assert [r.without_timings() for r in run.records] == records and run.next_step == 2
+    assert progress(at, lesson_id).score() == (0, 0)
+    lock_in(at, lesson_id, "what-stops-r3", engine_answer(loaded, lesson_id, "what-stops-r3"))
+    assert progress(at, lesson_id).grades["what-stops-r3"].correct
+
+    at.select_slider(key="scrubber").set_value(-1).run()  # back before step 0: the skipped question again
+    assert "You skipped this one earlier" in messages(at.caption)
+    lock_in(at, lesson_id, "first-batch", engine_answer(loaded, lesson_id, "first-batch"))
+    assert run.cursor == 0 and len(run.records) == 3, "the recorded step is shown, the later ones are kept"
+    assert progress(at, lesson_id).score() == (2, 2)
+
+    at.selectbox(key="lesson_pick").set_value("02_decode_first").run()
+    at.selectbox(key="lesson_pick").set_value(lesson_id).run()
+    assert run_of(at) is run and run.cursor == 0, "switching lessons and back resumes the run"
+    assert progress(at, lesson_id).score() == (2, 2) and "2 / 2 right" in markdown(at)
+
+
+def test_a_variant_restarts_the_same_workload_under_its_knobs(open_lesson, lab_model, loaded):
+    lesson_id = "04_kv_cache_full"
+    lesson = BY_ID[lesson_id]
+    at = open_lesson(lesson_id)
+    click(at, "variant_swap")
+    run = run_of(at)
+    assert run.config == lesson.engine_config("swap", model=lab_model) and run.config.preemption_mode == "swap"
+    assert run.workload == lesson.workload_items() and run.next_step == 0
+    assert "Variant: **swap**" in markdown(at) and at.button(key="variant_base")
+    at.number_input(key="run_n").set_value(10)
+    click(at, "run_steps")
+    right = engine_answer(loaded, lesson_id, "swap-cost")  # the swap variant's own question
+    lock_in(at, lesson_id, "swap-cost", right)
+    assert progress(at, lesson_id).grades["swap-cost"].correct
+
+
+def test_changing_the_scenario_pauses_the_questions(open_lesson):
+    at = open_lesson("04_kv_cache_full")
+    at.number_input(key="knob_num_gpu_blocks").set_value(64).run()  # a bigger pool: no preemption to ask about
+    run = run_of(at)
+    assert run.config.num_gpu_blocks == 64
+    assert "left the lesson's scenario" in messages(at.warning) and "num_gpu_blocks = 64" in messages(at.warning)
+    at.number_input(key="run_n").set_value(10)
+    click(at, "run_steps")
+    assert run.next_step == 10 and "lock_in" not in [b.key for b in at.button], "no question off the script"
+
+
+def test_the_challenge_fails_the_start_and_passes_a_tuned_config(open_lesson, loaded):
+    lesson_id = "08_it_depends"
+    lesson = BY_ID[lesson_id]
+    at = open_lesson(lesson_id)
+    score = "FormSubmitter:challenge-Run to the end and score"
+    click(at, score)
+    result = progress(at, lesson_id).challenge
+    assert run_of(at).done and not result.passed
+    assert result == score_challenge(lesson.challenge, finish(loaded, lesson).metrics)
+    assert result.message in messages(at.error)
+
+    for knob, value in SOLUTION.items():
+        widget(at, KNOB_WIDGETS[KNOBS[knob].kind], f"challenge_knob_{knob}").set_value(value)
+    click(at, score)
+    run = run_of(at)
+    result = progress(at, lesson_id).challenge
+    assert run.done and all(getattr(run.config, k) == v for k, v in SOLUTION.items())
+    assert result.passed and result == score_challenge(lesson.challenge, finish(loaded, lesson, **SOLUTION).metrics)
+    assert result.message in messages(at.success)
+
+
+def test_closing_a_lesson_keeps_the_run_in_the_free_lab(open_lesson):
+    at = open_lesson("03_token_budget")
+    run = run_of(at)
+    click(at, "step")
+    click(at, "close_lesson")
+    assert at.session_state["lesson_id"] is None and run_of(at) is run and run.next_step == 1
+    assert "lesson_pick" not in [w.key for w in at.selectbox], "the lesson panel is gone"
+    assert "You left the lesson" in messages(at.info)
+
+
+def _lessons_pages() -> None:
+    """The Lessons and Glossary pages as app.py registers them, with a stand-in for the lab page."""
+    import streamlit as st
+
+    from lab import lesson_page
+
+    lab = st.Page(lambda: st.markdown("the lab page"), title="Lab", url_path="lab")
+    catalogue = st.Page(lambda: lesson_page.catalogue(lab), title="Lessons", url_path="lessons", default=True)
+    glossary = st.Page(lesson_page.glossary, title="Glossary", url_path="glossary")
+    st.navigation([catalogue, glossary, lab]).run()
+
+
+def test_the_lessons_page_lists_every_lesson_and_opens_one_in_the_lab(lab_model, monkeypatch):
+    monkeypatch.setenv("LAB_MODEL", lab_model)
+    at = AppTest.from_function(_lessons_pages, default_timeout=120).run()
+    assert not at.exception, at.exception
+    shown = markdown(at)
+    assert all(f"{n}. {lesson.title}" in shown for n, lesson in enumerate(LESSONS, 1))
+    lesson = BY_ID["05_paged_attention"]
+    click(at, f"start_{lesson.id}")
+    assert "the lab page" in markdown(at)
+    assert at.session_state["lesson_id"] == lesson.id
+    assert run_of(at).config == lesson.engine_config(model=lab_model)
+
+
+def _glossary_page() -> None:
+    from lab import lesson_page
+
+    lesson_page.glossary()
+
+
+def test_the_glossary_page_shows_every_entry():
+    at = AppTest.from_function(_glossary_page).run()
+    assert not at.exception, at.exception
+    shown = markdown(at)
+    for section in load_glossary():
+        assert section.body in shown and (not section.title or f"### {section.title}" in shown)
