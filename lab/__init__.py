@@ -5,6 +5,8 @@
     views.py     the page, section by section; lab_page(run, aside=...) is the lesson panel's hook
     charts/      Plotly figure builders, pure functions of records
     palette.py   one colour per request, one per state, one mark per move
+    lesson_panel.py  a lesson beside the charts: text, hints, variants, graded questions, the challenge
+    lesson_page.py   the Lessons and Glossary pages
 
 Nothing here schedules: every number drawn comes from a StepRecord.
 """

@@ -7,8 +7,10 @@ ValueError from it becomes a message and the run stays as it was.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import streamlit as st
 
@@ -30,11 +32,13 @@ from engine.workload import (
     generate_workload,
     parse_workload,
 )
-from lab import presenter
 from lab.scenario import NO_WORKLOAD
-from lab.state import Run, flash, session_run
+from lab.state import Run, exclusive, flash, session_run
 
+T = TypeVar("T")
 FORMAT_OF_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv"}
+# Steps asked for -> steps allowed now: a page may hold the run short of a step (a lesson's question).
+Hold = Callable[[Run, int], int]
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,7 @@ def _from_widget(name: str, value: object) -> object:
 # ---- knobs ----------------------------------------------------------------------------------
 
 
+@exclusive
 def _on_knob(name: str) -> None:
     run = session_run()
     value = _from_widget(name, st.session_state[_key(name)])
@@ -125,10 +130,10 @@ def _sync_knob_widgets(run: Run) -> None:
 KNOBS = {knob.name: knob for _, knobs in GROUPS.values() for knob in knobs}
 
 
-def knob_widget(knob: Knob, key: str | None = None) -> None:
+def knob_widget(knob: Knob, key: str | None = None, **extra) -> None:
     """One knob's widget. Without a key it is the lab's own, applied on change; with one, a plain
     input (e.g. inside a form) whose value the caller reads from st.session_state[key]."""
-    args = dict(key=key, help=KNOB_HELP[knob.name]) if key else \
+    args = dict(key=key, help=KNOB_HELP[knob.name], **extra) if key else \
         dict(key=_key(knob.name), help=KNOB_HELP[knob.name], on_change=_on_knob, args=(knob.name,))
     label = knob.name
     if knob.kind == "int":
@@ -155,6 +160,7 @@ def knobs_panel(run: Run) -> None:
 # ---- workload -------------------------------------------------------------------------------
 
 
+@exclusive
 def _load_workload(items: list[WorkloadItem], label: str, source: str | GeneratorSpec) -> None:
     """Start again at step 0 on a new workload, under the knobs now shown. source (a preset name, a
     generator spec or NO_WORKLOAD) is what a share link names instead of listing the requests."""
@@ -185,6 +191,7 @@ def _on_generate() -> None:
     _load_workload(generate_workload(spec), f"generated workload (seed {spec.seed})", spec)
 
 
+@exclusive
 def _on_add_request() -> None:
     s = st.session_state
     run = session_run()
@@ -198,6 +205,21 @@ def _on_add_request() -> None:
     flash("success", f"Added **{request_id}**; it arrives at step {max(item.arrival_step, run.next_step)}.")
 
 
+def read_upload(key: str, parse: Callable[[str], T]) -> T | None:
+    """The file in uploader `key`, parsed. None if there is none, or if it is not UTF-8 text or
+    parse raises ValueError: then a message names the file and what is wrong."""
+    upload = st.session_state[key]
+    if upload is None:
+        return None
+    try:
+        return parse(upload.getvalue().decode("utf-8"))
+    except UnicodeDecodeError:
+        flash("error", f"**{upload.name}** is not UTF-8 text. The current run is kept.")
+    except ValueError as exc:
+        flash("error", f"**{upload.name}**, {exc}. The current run is kept.")
+    return None
+
+
 def _on_upload() -> None:
     upload = st.session_state.upload
     if upload is None:
@@ -206,15 +228,9 @@ def _on_upload() -> None:
     if fmt is None:
         flash("error", f"**{upload.name}**: the file name must end in .jsonl or .csv. The current run is kept.")
         return
-    try:
-        items = parse_workload(upload.getvalue().decode("utf-8"), fmt)
-    except UnicodeDecodeError:
-        flash("error", f"**{upload.name}** is not UTF-8 text. The current run is kept.")
-        return
-    except ValueError as exc:
-        flash("error", f"**{upload.name}**, {exc}. The current run is kept.")
-        return
-    _load_workload(items, f"file {upload.name}", NO_WORKLOAD)
+    items = read_upload("upload", lambda text: parse_workload(text, fmt))
+    if items is not None:
+        _load_workload(items, f"file {upload.name}", NO_WORKLOAD)
 
 
 def _presets() -> None:
@@ -285,15 +301,22 @@ def sidebar(run: Run) -> None:
 # ---- the step bar ---------------------------------------------------------------------------
 
 
-def _on_step(n: int | None = None) -> None:
+@exclusive
+def _on_step(n: int | None = None, hold: Hold | None = None) -> None:
     run = session_run()
-    run.step(n or st.session_state.run_n)
+    n = n or st.session_state.run_n
+    if hold is not None:
+        n = hold(run, n)
+    if n:  # Run.step(0) would still branch a past step
+        run.step(n)
 
 
+@exclusive
 def _on_back() -> None:
     session_run().back()
 
 
+@exclusive
 def _on_reset() -> None:
     run = session_run()
     run.reset(run.config_next(), run.items())
@@ -305,25 +328,24 @@ def _on_play() -> None:
     st.session_state.playing = not st.session_state.get("playing", False)
 
 
-def step_bar(run: Run) -> None:
-    """Back, Step, Run N, Play/Pause with its speed, and Reset, in one row above the views."""
+def step_bar(run: Run, hold: Hold | None = None) -> None:
+    """Back, Step, Run N, Play/Pause with its speed, and Reset, in one row above the views.
+    `hold` may cut a Step or Run short (a lesson does, before its questions)."""
     playing = st.session_state.get("playing", False)
     done = run.done
-    keys = presenter.shortcuts()  # arrow keys and space, in presenter mode only
     cols = st.columns([1, 1.05, 1, 0.75, 1.05, 1.25, 1.05], vertical_alignment="bottom")
-    cols[0].button("Back", icon=":material/skip_previous:", key="back", on_click=_on_back, shortcut=keys.get("back"),
+    cols[0].button("Back", icon=":material/skip_previous:", key="back", on_click=_on_back,
                    disabled=run.cursor < 0 or playing, width="stretch",
                    help="Show the previous step (nothing is re-run).")
-    cols[1].button("Step", icon=":material/skip_next:", key="step", on_click=_on_step, args=(1,), type="primary",
-                   shortcut=keys.get("step"),
+    cols[1].button("Step", icon=":material/skip_next:", key="step", on_click=_on_step, args=(1, hold), type="primary",
                    disabled=done or playing, width="stretch",
                    help="Run one scheduler step. From a past step, the run branches there.")
-    cols[2].button("Run", icon=":material/fast_forward:", key="run_steps", on_click=_on_step,
+    cols[2].button("Run", icon=":material/fast_forward:", key="run_steps", on_click=_on_step, args=(None, hold),
                    disabled=done or playing, width="stretch",
                    help="Run the number of steps on the right (stops early when every request has finished).")
     cols[3].number_input("steps", 1, 1000, 10, key="run_n", label_visibility="collapsed")
     cols[4].button("Pause" if playing else "Play", icon=":material/pause:" if playing else ":material/play_arrow:",
-                   key="play", on_click=_on_play, disabled=done and not playing, width="stretch", shortcut=keys.get("play"),
+                   key="play", on_click=_on_play, disabled=done and not playing, width="stretch",
                    help="Step automatically at the speed on the right.")
     cols[5].slider("steps / s", 0.5, 8.0, 2.0, 0.5, key="speed", label_visibility="collapsed",
                    format="%.1f steps/s", help="Auto-play speed, steps per second.")

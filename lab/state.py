@@ -25,12 +25,15 @@ session. The API, in full:
 
     session_run()                        # this browser session's Run (created on first use)
     flash(kind, message)                 # a message for the next render (from callbacks)
+    @exclusive                           # a callback that changes the session's runs, one at a time
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -213,6 +216,26 @@ def session_run() -> Run:
         st.session_state.workload_label = f"preset {DEFAULT_PRESET}"
         st.session_state.workload_source = DEFAULT_PRESET
     return st.session_state.lab_run
+
+
+_LOCKS = threading.Lock()
+
+
+def session_lock() -> threading.RLock:
+    """One lock per browser session. Streamlit can start a click's callback while the previous
+    click's script run is still going (fast key presses in presenter mode do it every time), and
+    two threads stepping one engine at once corrupt it: whatever changes a run holds this lock."""
+    with _LOCKS:
+        return st.session_state.setdefault("run_lock", threading.RLock())
+
+
+def exclusive(callback: Callable) -> Callable:
+    """Run a callback under the session's lock, so clicks that overlap take effect one after another."""
+    @functools.wraps(callback)
+    def locked(*args, **kwargs):
+        with session_lock():
+            return callback(*args, **kwargs)
+    return locked
 
 
 def flash(kind: str, message: str) -> None:

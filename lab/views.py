@@ -14,11 +14,11 @@ import pandas as pd
 import streamlit as st
 
 from engine.records import StepRecord
-from lab import controls, share
+from lab import controls, presenter, share
 from lab.charts import blocks, budget, queues, replay, timeline
 from lab.charts.history import latest_views
 from lab.palette import request_color, text_color
-from lab.state import Run, take_flashes
+from lab.state import Run, session_lock, take_flashes
 
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
 # Event kinds grouped by tone, so the eye finds the trouble (preemption, blocking) first.
@@ -50,8 +50,8 @@ def chip(request_id: str | None) -> str:
     return f'<span class="lab-chip" style="background:{color};color:{text_color(color)}">{request_id}</span>'
 
 
-def _chart(fig, key: str) -> None:
-    st.plotly_chart(fig, key=key, theme=None, config=PLOTLY_CONFIG)
+def chart(fig, key: str) -> None:
+    st.plotly_chart(presenter.sized(fig), key=key, theme=None, config=PLOTLY_CONFIG)
 
 
 # ---- sections -----------------------------------------------------------------------------
@@ -160,11 +160,11 @@ def history_tabs(run: Run, records: list[StepRecord]) -> None:
     num_steps = len(run.records)
     with tabs[0]:
         if tabs[0].open:
-            _chart(timeline.requests_figure(records, num_steps), "timeline")
+            chart(timeline.requests_figure(records, num_steps), "timeline")
     with tabs[1]:
         if tabs[1].open:
-            _chart(timeline.metrics_figure(records, num_steps), "metrics")
-            _chart(timeline.latency_figure(records), "latency")
+            chart(timeline.metrics_figure(records, num_steps), "metrics")
+            chart(timeline.latency_figure(records), "latency")
     with tabs[2]:
         if tabs[2].open:
             generated_text(records)
@@ -177,19 +177,26 @@ def history_tabs(run: Run, records: list[StepRecord]) -> None:
                 st.caption("Pause to build the replay of the history.")
             else:
                 st.caption("The history up to the step shown, as an animation that plays in your browser.")
-                _chart(replay.figure(records), "replay")
+                chart(replay.figure(records), "replay")
 
 
-def _live(run: Run) -> None:
+def _aside_stale(run: Run) -> bool:
+    """The side panel shows another step than the views: the slider moved, rerunning only the views."""
+    shown = st.session_state.get("aside_at")
+    return shown is not None and not st.session_state.get("playing") and shown != (run.cursor, len(run.records))
+
+
+def _live(run: Run, hold: controls.Hold | None = None) -> None:
     if st.session_state.get("playing"):
-        if run.done:
+        if run.done or (hold is not None and not hold(run, 1)):
             st.session_state.playing = False
             st.rerun()
-        run.step(1)
+        with session_lock():
+            run.step(1)
     scrubber(run)
     share.sync_link(run)  # the address bar follows every step, knob and workload change
-    if run.config_next() != st.session_state.get("knobs_shown"):
-        st.rerun()  # time travel crossed a knob change: redraw the sidebar too
+    if run.config_next() != st.session_state.get("knobs_shown") or _aside_stale(run):
+        st.rerun()  # time travel crossed a knob change or left the aside's step: redraw the whole page
     record = run.record
     if record is None:
         intro(run)
@@ -199,27 +206,30 @@ def _live(run: Run) -> None:
     left, right = st.columns([1.3, 1], gap="medium")
     with left:
         st.markdown("##### Queues after this step")
-        _chart(queues.figure(records), "queues")
+        chart(queues.figure(records), "queues")
     with right:
         st.markdown("##### This step's forward pass")
-        _chart(budget.figure(record), "budget")
+        chart(budget.figure(record), "budget")
         st.caption(budget.KEY)
     st.markdown("##### KV block map")
-    _chart(blocks.figure(record, records[-2] if len(records) > 1 else None), "blocks")
+    chart(blocks.figure(record, records[-2] if len(records) > 1 else None), "blocks")
     why(run, record)
     history_tabs(run, records)
 
 
-def lab_page(run: Run, aside: Callable[[Run], None] | None = None) -> None:
-    """The step bar, then the live views; with `aside`, a side panel (e.g. a lesson) to their right."""
+def lab_page(run: Run, aside: Callable[[Run], None] | None = None, hold: controls.Hold | None = None) -> None:
+    """The step bar, then the live views; with `aside`, a side panel (e.g. a lesson) to their right.
+    `hold` may stop Step, Run and Play short of a step (see controls.Hold)."""
     st.markdown(CSS, unsafe_allow_html=True)
     flashes()
-    controls.step_bar(run)
+    controls.step_bar(run, hold)
     main = st.container()
+    st.session_state.aside_at = None
     if aside is not None:
         main, side = st.columns([0.68, 0.32], gap="medium")
         with side:
             aside(run)
+        st.session_state.aside_at = (run.cursor, len(run.records))  # the step it was drawn for (see _live)
     playing = st.session_state.get("playing", False)
     with main:
-        st.fragment(_live, run_every=1 / st.session_state.speed if playing else None)(run)
+        st.fragment(_live, run_every=1 / st.session_state.speed if playing else None)(run, hold)

@@ -1,0 +1,199 @@
+"""The A/B page: one workload under two configs, stepped in lock-step, then compared.
+
+Both configs start from the lab's current knobs and workload; the form changes a
+few knobs on either side. lab.compare.ABRun runs the two engines; everything
+drawn here comes from their StepRecords, with the lab's own chart builders, so a
+request has the same colour on both sides.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+import streamlit as st
+
+from engine import EngineConfig, StepRecord
+from lab import controls, presenter
+from lab.charts import blocks, queues
+from lab.charts.style import layout
+from lab.compare import LABELS, ABRun, diff_table, kv_usage_figure, latency_ecdf, throughput_figure
+from lab.state import exclusive, flash, session_run
+from lab.views import CSS, chart, flashes
+
+# The knobs worth flipping in a comparison: the KV pool, the batch limits and the scheduling rules.
+AB_KNOBS = ("num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens", "enable_chunked_prefill", "step_order",
+            "preemption_mode", "kv_allocation", "enable_prefix_caching")
+
+
+def _key(side: str, knob: str) -> str:
+    return f"ab_{side}_{knob}"
+
+
+# ---- configs ------------------------------------------------------------------------------------
+
+
+def _fill_form(configs: tuple[EngineConfig, EngineConfig]) -> None:
+    for side, config in zip(LABELS, configs, strict=True):
+        for knob in AB_KNOBS:
+            st.session_state[_key(side, knob)] = getattr(config, knob)
+
+
+def _side_config(base: EngineConfig, side: str) -> EngineConfig:
+    """The lab's config with this side's knobs from the form; ValueError names the bad knob."""
+    return dataclasses.replace(base, **{knob: st.session_state[_key(side, knob)] for knob in AB_KNOBS})
+
+
+@exclusive
+def _on_start() -> None:
+    lab = session_run()
+    base = lab.config_next()
+    configs = []
+    for side in LABELS:
+        try:
+            configs.append(_side_config(base, side))
+        except ValueError as exc:
+            flash("error", f"**Config {side}** is not valid: {exc}. The comparison on screen is kept.")
+            return
+    try:
+        st.session_state.ab = ABRun(*configs, lab.items())
+    except ValueError as exc:
+        flash("error", f"The engines could not start: {exc}. The comparison on screen is kept.")
+        return
+    st.session_state.ab_configs = tuple(configs)
+
+
+def _on_from_lab() -> None:
+    config = session_run().config_next()
+    _fill_form((config, config))
+
+
+def _differences(configs: tuple[EngineConfig, EngineConfig]) -> dict[str, tuple]:
+    a, b = (c.to_dict() for c in configs)
+    return {k: (a[k], b[k]) for k in a if a[k] != b[k]}
+
+
+def config_form(same: bool) -> None:
+    """Both sides' knobs in one form, a row per knob: nothing restarts until Start. Open while A and B
+    are the same (there is nothing to compare yet), folded away once they differ."""
+    with st.expander("Configs A and B", expanded=same, icon=":material/tune:"), st.form("ab_form", border=False):
+        widths = [1.3, 1, 1]
+        for col, text in zip(st.columns(widths), ("knob", "A", "B"), strict=True):
+            col.markdown(f"**{text}**")
+        for knob in AB_KNOBS:
+            row = st.columns(widths, vertical_alignment="center")
+            row[0].markdown(f"`{knob}`")
+            for side, col in zip(LABELS, row[1:], strict=True):
+                with col:
+                    controls.knob_widget(controls.KNOBS[knob], key=_key(side, knob), label_visibility="collapsed")
+        left, right = st.columns(2)
+        left.form_submit_button("Start A/B at step 0", type="primary", on_click=_on_start, width="stretch",
+                                icon=":material/play_arrow:")
+        right.form_submit_button("Both from the lab's knobs", on_click=_on_from_lab, width="stretch",
+                                 icon=":material/sync:")
+        st.caption("Every other knob, and the workload, are the lab's: "
+                   f"**{st.session_state.get('workload_label', 'workload')}**, {len(session_run().items())} "
+                   "requests.")
+
+
+# ---- stepping -----------------------------------------------------------------------------------
+
+
+@exclusive
+def _on_step(n: int | None) -> None:
+    ab: ABRun = st.session_state.ab
+    if n is None:
+        ab.run()
+        return
+    for _ in range(n):
+        if ab.done:
+            break
+        ab.step()
+
+
+def step_bar(ab: ABRun) -> None:
+    cols = st.columns([1, 1, 0.7, 1.2, 3], vertical_alignment="bottom")
+    cols[0].button("Step both", key="ab_step", on_click=_on_step, args=(1,), type="primary", disabled=ab.done,
+                   width="stretch", icon=":material/skip_next:")
+    cols[1].button("Run", key="ab_run_n", on_click=lambda: _on_step(st.session_state.ab_n), disabled=ab.done,
+                   width="stretch", icon=":material/fast_forward:", help="Step both the number of steps on the right.")
+    cols[2].number_input("steps", 1, 1000, 10, key="ab_n", label_visibility="collapsed")
+    cols[3].button("Run to the end", key="ab_end", on_click=_on_step, args=(None,), disabled=ab.done,
+                   width="stretch", icon=":material/last_page:")
+
+
+# ---- views --------------------------------------------------------------------------------------
+
+
+def _status(records: list[StepRecord], done: bool) -> str:
+    if not records:
+        return "not started"
+    last = records[-1]
+    return f"finished after {len(records)} steps" if done else f"step {last.step}"
+
+
+def side(label: str, records: list[StepRecord], done: bool, changed: dict[str, tuple], index: int) -> None:
+    knobs = " · ".join(f"{k} = **{v[index]}**" for k, v in changed.items()) or "same knobs as the other side"
+    st.markdown(f"### {label} <span style='font-size:.55em;color:#777'>{_status(records, done)}</span>",
+                unsafe_allow_html=True)
+    st.caption(knobs)
+    if not records:
+        return
+    record = records[-1]
+    b, s = record.budget, record.stats
+    st.markdown(f":violet-badge[KV {b.gpu_blocks_used} / {b.num_gpu_blocks} pages] "
+                f":green-badge[{s.num_requests_running} running] :gray-badge[{s.num_requests_waiting} waiting] "
+                f":red-badge[{s.num_preemptions} preemptions] :gray-badge[{s.num_requests_finished} finished]")
+    chart(queues.figure(records), f"ab_queues_{label}")
+    # At half width the map's two subplot titles run into each other: they go above it as text.
+    st.caption(" · ".join(blocks.titles(record)))
+    pool = blocks.figure(record, records[-2] if len(records) > 1 else None)
+    pool.layout.annotations = ()
+    chart(pool.update_layout(margin_t=8), f"ab_blocks_{label}")
+
+
+def comparison(ab: ABRun) -> None:
+    """The metrics side by side: the table, then the distributions behind it."""
+    metrics = ab.metrics()
+    st.markdown("##### A vs B")
+    rows = pd.DataFrame(diff_table(*metrics))
+    st.dataframe(rows, hide_index=True, key="ab_diff", column_config={
+        "A": st.column_config.NumberColumn(format="%.3g"), "B": st.column_config.NumberColumn(format="%.3g"),
+        "delta": st.column_config.NumberColumn("B − A", format="%+.3g"),
+        "change_pct": st.column_config.NumberColumn("change", format="%+.0f%%")})
+    left, right = st.columns(2, gap="medium")
+    with left:
+        chart(layout(latency_ecdf(*metrics, key="ttft_steps"), "ab_ttft", 330, title_x=0), "ab_ttft")
+        chart(layout(kv_usage_figure(*ab.records), "ab_kv", 330, title_x=0), "ab_kv")
+    with right:
+        chart(layout(latency_ecdf(*metrics, key="itl_steps"), "ab_itl", 330, title_x=0), "ab_itl")
+        chart(layout(throughput_figure(*metrics), "ab_throughput", 330, title_x=0, margin_t=64), "ab_throughput")
+
+
+def page() -> None:
+    st.markdown(CSS, unsafe_allow_html=True)
+    presenter.apply()
+    st.markdown("## A/B: one workload, two configs")
+    flashes()
+    if "ab_configs" not in st.session_state:  # first visit: both sides start as the lab's config
+        _on_from_lab()
+        _on_start()
+        flashes()  # a lab config the engines cannot run is said at once
+    elif _key(LABELS[0], AB_KNOBS[0]) not in st.session_state:  # Streamlit forgot the form on another page
+        _fill_form(st.session_state.ab_configs)
+    changed = _differences(st.session_state.ab_configs) if "ab_configs" in st.session_state else {}
+    config_form(same=not changed)
+    ab: ABRun | None = st.session_state.get("ab")
+    if ab is None:
+        return
+    if not changed:
+        st.info("A and B have the same knobs, so their runs are identical. Change a knob on one side and Start.")
+    step_bar(ab)
+    cols = st.columns(2, gap="large")
+    for i, (label, records, engine) in enumerate(zip(LABELS, ab.records, ab.engines, strict=True)):
+        with cols[i]:
+            side(label, records, not engine.has_unfinished_requests(), changed, i)
+    if any(ab.records):
+        comparison(ab)
+    else:
+        st.markdown("Press **Step both** to run the first step of both engines.")

@@ -1,0 +1,118 @@
+"""Presenter mode: the lab on a projector, driven from the keyboard.
+
+On (the sidebar toggle, or ``?present=1`` in the link), the sidebar and its knobs
+are hidden, the type is large, and three keys drive the step bar:
+
+    →  Step      ←  Back      Space  Play / Pause
+
+A key press clicks the step bar's own button, so it is exactly a click: same
+callback, same disabled state (no Step past the end). Streamlit's own button
+shortcuts would be the obvious tool, but their key binding is dropped on many
+redraws (a stale button's cleanup unbinds the key its successor just bound), so
+a small script listens on the page instead.
+"""
+
+from __future__ import annotations
+
+import json
+
+import plotly.graph_objects as go
+import streamlit as st
+
+KEY = "presenting"  # session state: presenter mode on or off (the sidebar toggle's key)
+QUERY_PARAM = "present"  # ?present=1 opens the lab in presenter mode
+# KeyboardEvent.key -> the key of the step bar button it clicks.
+KEYS = {"ArrowRight": "step", "ArrowLeft": "back", " ": "play"}
+FIGURE_FONT = 17  # px, up from the charts' 13
+
+# Sized for the back of a lecture hall: body text, headings and the step bar's buttons grow;
+# the sidebar (and with it every knob) and Streamlit's toolbar go away.
+CSS = """
+<style>
+[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"],
+[data-testid="stToolbar"], [data-testid="stDecoration"] {display: none !important}
+[data-testid="stMainBlockContainer"] {max-width: 100%; padding: 1.2rem 2rem 2rem 2rem}
+[data-testid="stMainBlockContainer"] p, [data-testid="stMainBlockContainer"] li,
+[data-testid="stMainBlockContainer"] .lab-event {font-size: 1.3rem; line-height: 1.5}
+[data-testid="stMainBlockContainer"] h3 {font-size: 2.3rem}
+[data-testid="stMainBlockContainer"] h5 {font-size: 1.6rem}
+[data-testid="stMainBlockContainer"] button p {font-size: 1.25rem; font-weight: 600}
+[data-testid="stMainBlockContainer"] .lab-chip, [data-testid="stMainBlockContainer"] .lab-kind {font-size: 1.1rem}
+[data-testid="stMainBlockContainer"] .stMarkdownBadge {font-size: 1.15rem !important}
+</style>
+"""
+
+
+def presenting() -> bool:
+    return bool(st.session_state.get(KEY, False))
+
+
+# One listener on the page, replaced (not added to) on every redraw. It does nothing once
+# presenter mode is off (its exit button is gone), or while the user types or drags the slider.
+KEY_SCRIPT = """
+<script>
+(() => {
+  const keys = %s;
+  const handled = (event) => {
+    const key = keys[event.key];
+    if (!key || event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return null;
+    if (!document.querySelector(".st-key-exit_presenter")) return null;
+    const target = event.target;
+    if (target && (target.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName)
+                   || target.getAttribute("role") === "slider")) return null;
+    return document.querySelector(`.st-key-${key} button`);
+  };
+  const onKeyDown = (event) => {
+    const button = handled(event);
+    if (!button) return;
+    event.preventDefault();  // no page scroll, and Space does not also press a focused button
+    event.stopPropagation();
+    if (!button.disabled && !event.repeat) button.click();
+  };
+  const onKeyUp = (event) => { if (handled(event)) event.preventDefault(); };
+  if (window.labPresenterKeys) {
+    document.removeEventListener("keydown", window.labPresenterKeys.down, true);
+    document.removeEventListener("keyup", window.labPresenterKeys.up, true);
+  }
+  window.labPresenterKeys = {down: onKeyDown, up: onKeyUp};
+  document.addEventListener("keydown", onKeyDown, true);
+  document.addEventListener("keyup", onKeyUp, true);
+})();
+</script>
+"""
+
+
+def sized(fig: go.Figure) -> go.Figure:
+    """A chart's text made larger when presenting (text the chart sizes itself keeps its size)."""
+    if presenting():
+        fig.update_layout(font_size=FIGURE_FONT, legend_font_size=FIGURE_FONT - 1, hoverlabel_font_size=FIGURE_FONT)
+    return fig
+
+
+def _exit() -> None:
+    st.session_state[KEY] = False
+
+
+def _on_toggle() -> None:
+    st.session_state[KEY] = st.session_state.presenter_toggle
+
+
+def toggle() -> None:
+    """The switch, for the sidebar. Its state lives under KEY, not the widget's own key, so it
+    survives a visit to a page without the sidebar (Streamlit forgets an undrawn widget's value)."""
+    st.session_state.presenter_toggle = presenting()
+    st.toggle("Presenter mode", key="presenter_toggle", on_change=_on_toggle,
+              help="Large type, no sidebar; → steps, ← goes back, Space plays. Add ?present=1 to a link to "
+              "open the lab in presenter mode.")
+
+
+def apply() -> None:
+    """When presenting: the projector style, a key to the keys, and the way out (the sidebar is hidden)."""
+    if not presenting():
+        return
+    st.markdown(CSS, unsafe_allow_html=True)
+    st.html(KEY_SCRIPT % json.dumps(KEYS), unsafe_allow_javascript=True)
+    left, right = st.columns([4, 1.3], vertical_alignment="center")
+    left.caption("**Presenter mode** · → step · ← back · Space play / pause")
+    right.button("Exit presenter mode", key="exit_presenter", on_click=_exit, icon=":material/close_fullscreen:",
+                 width="stretch")

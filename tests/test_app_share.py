@@ -1,0 +1,202 @@
+"""Links, files and replays in the running app (AppTest).
+
+A link must reproduce what its sender saw step for step, mid-run changes
+included; a run exported as JSONL must load back as the same records and replay
+without the engine; a bad link or file must say what is wrong and keep the app
+(and the user's run) going.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from test_app import APP, click, run_of
+
+from engine.workload import WorkloadItem, dump_workload
+from lab import share
+from lab.scenario import Scenario, decode_scenario, encode_scenario, scenario_changes
+
+
+@pytest.fixture
+def lab_env(lab_model, monkeypatch):
+    monkeypatch.setenv("LAB_MODEL", lab_model)
+
+
+def open_app(params: dict[str, str] | None = None) -> AppTest:
+    app = AppTest.from_file(APP, default_timeout=120)
+    app.query_params.update(params or {})
+    app.run()
+    assert not app.exception, app.exception
+    return app
+
+
+def timeless(records) -> list:
+    return [r.without_timings() for r in records]
+
+
+def link_of(app: AppTest) -> dict[str, str]:
+    """The query parameters the app last wrote to the address bar."""
+    return {k: v[-1] if isinstance(v, list) else v for k, v in app.query_params.items()}
+
+
+def export(app: AppTest, label: str) -> str:
+    """The contents the sidebar's download button with this label would hand the browser."""
+    (data,) = [d for lbl, _, d, _, _ in share.downloads(run_of(app)) if lbl.startswith(label)]
+    return data()
+
+
+def upload_run(app: AppTest, name: str, text: str | bytes) -> AppTest:
+    data = text.encode() if isinstance(text, str) else text
+    app.file_uploader(key="run_upload").set_value((name, data, "application/jsonl")).run()
+    assert not app.exception, app.exception
+    return app
+
+
+def test_link_round_trips_mid_run_changes():
+    """The two things a plain scenario could not say: a live knob set mid-run, and a request added
+    before its arrival step (it must be submitted then, not at step 0, or ids and rejections move)."""
+    late = WorkloadItem("PAGE:\nMy lord?", max_tokens=4, arrival_step=9)
+    scenario = Scenario(workload="burst", requests=[WorkloadItem("KING:"), late], step=12,
+                        live_knobs={3: {"max_num_seqs": 2, "step_order": "prefill_first"}}, added_at={1: 5})
+    params = encode_scenario(scenario)
+    assert params["at3.max_num_seqs"] == "2" and params["req.1.at"] == "5" and "req.0.at" not in params
+    assert decode_scenario(params) == (scenario, [])
+    assert scenario_changes(scenario) == {3: ({"max_num_seqs": 2, "step_order": "prefill_first"}, []),
+                                          5: ({}, [late])}
+    _, warnings = decode_scenario({"at2.num_gpu_blocks": "8", "at2.watermark": "2", "req.0": "hi", "req.0.at": "x"})
+    why = {w.split("=")[0].removeprefix("link parameter "): w for w in warnings}
+    assert sorted(why) == ["at2.num_gpu_blocks", "at2.watermark", "req.0.at"]
+    assert "only a live knob can change mid-run" in why["at2.num_gpu_blocks"]
+
+
+def test_a_link_reproduces_the_run_step_for_step(lab_env):
+    app = open_app()
+    app.selectbox(key="preset").set_value("burst")
+    click(app, "load_preset")
+    app.number_input(key="knob_num_gpu_blocks").set_value(12).run()  # restarts the run
+    app.number_input(key="run_n").set_value(3)
+    click(app, "run_steps")
+    app.number_input(key="knob_max_num_seqs").set_value(3).run()  # live, from step 3
+    app.text_area(key="add_prompt").set_value("KING:\nWho goes there?")
+    app.number_input(key="add_arrival").set_value(6)
+    app.button[[b.label for b in app.button].index("Add request")].click().run()  # added before 3, arrives at 6
+    app.number_input(key="run_n").set_value(5)
+    click(app, "run_steps")
+    run = run_of(app)
+    app.select_slider(key="scrubber").set_value(6).run()  # the step on screen is in the link too
+    link = link_of(app)
+    assert link == {"k.num_gpu_blocks": "12", "preset": "burst", "req.0": "KING:\nWho goes there?",
+                    "req.0.max_tokens": "24", "req.0.arrival_step": "6", "req.0.at": "3", "at3.max_num_seqs": "3",
+                    "step": "6"}
+    assert share.share_url(run).endswith("step=6")
+
+    opened = open_app(link)
+    assert not opened.warning
+    copy = run_of(opened)
+    assert copy.cursor == 6 and timeless(copy.records) == timeless(run.records[:7])
+    assert copy.changes == run.changes
+    copy.step(len(run.records) - 7)  # and it goes on exactly as the original did
+    assert timeless(copy.records) == timeless(run.records)
+
+
+def test_a_link_to_an_uploaded_workload_lists_its_requests(lab_env):
+    items = [WorkloadItem("HAMLET:\nWords.", max_tokens=3), WorkloadItem("OPHELIA:\nMy lord.", arrival_step=2)]
+    app = open_app()
+    app.file_uploader(key="upload").set_value(("mine.jsonl", dump_workload(items, "jsonl").encode(), "x")).run()
+    click(app, "step")
+    link = link_of(app)
+    assert link["preset"] == "none" and link["req.1.arrival_step"] == "2"
+    assert run_of(open_app(link)).items() == items
+
+
+def test_a_bad_link_warns_about_each_parameter_and_opens_the_rest(lab_env):
+    app = open_app({"preset": "burst", "k.num_gpu_blocks": "0", "step": "two", "k.watermark": "0.5", "colour": "red"})
+    (warning,) = app.warning
+    for key in ("k.num_gpu_blocks", "step", "colour"):
+        assert f"link parameter {key}=" in warning.value
+    run = run_of(app)
+    assert run.config.num_gpu_blocks == 64 and run.config.watermark == 0.5 and run.cursor == -1
+    assert link_of(app) == {"preset": "burst", "k.watermark": "0.5"}  # the address bar drops what was ignored
+    click(app, "step")  # and the lab works as usual
+
+
+def test_a_step_past_the_end_shows_the_last_step(lab_env):
+    app = open_app({"preset": "burst", "step": "5000"})
+    run = run_of(app)
+    assert run.done and run.cursor == len(run.records) - 1 < 5000
+    assert "the run ends at step" in app.warning[0].value
+
+
+def test_export_then_import_replays_the_same_records_without_the_engine(lab_env):
+    app = open_app({"preset": "burst"})
+    app.number_input(key="run_n").set_value(6)
+    click(app, "run_steps")
+    live = run_of(app)
+    upload_run(app, "mine.jsonl", export(app, "Run"))
+    replay = run_of(app)
+    assert isinstance(replay, share.Recording) and replay is not live
+    assert timeless(replay.records) == timeless(live.records) and replay.config == live.config
+    assert "Replay of mine.jsonl" in app.info[0].value
+    assert app.session_state["lab_run"].cursor == -1
+    click(app, "run_steps")  # moves through the recording (10 asked, 6 recorded)
+    assert replay.cursor == 5 and app.button(key="step").disabled
+    assert "Step 5 is the last recorded step" in app.info[0].value
+    click(app, "back")
+    assert replay.cursor == 4 and not app.button(key="step").disabled
+    assert link_of(app) == {}  # a file has no link
+    click(app, "back_to_live")
+    assert run_of(app) is live
+
+
+def test_continue_live_re_runs_the_file_on_the_engine(lab_env):
+    app = open_app({"preset": "burst", "step": "6"})
+    original = run_of(app)
+    upload_run(app, "r.jsonl", export(app, "Run"))
+    click(app, "run_steps")
+    click(app, "back")  # continue from a step inside the recording: the live run shows that step
+    click(app, "continue_live")
+    run = run_of(app)
+    assert not isinstance(run, share.Recording) and (run.cursor, len(run.records)) == (5, 7)
+    click(app, "step")
+    click(app, "step")  # past the file's last step: the engine runs it
+    original.step(1)
+    assert timeless(run.records) == timeless(original.records)
+
+
+def test_a_bad_run_file_names_the_line_and_keeps_the_run(lab_env):
+    app = open_app({"preset": "burst", "step": "2"})
+    run = run_of(app)
+    lines = export(app, "Run").splitlines()
+    lines[2] = lines[2].replace('"step": 1', '"step": 7')
+    upload_run(app, "broken.jsonl", "\n".join(lines))
+    assert "broken.jsonl" in app.error[0].value and "line 3" in app.error[0].value
+    assert run_of(app) is run and run.cursor == 2
+    upload_run(app, "binary.jsonl", b"\xff\xfe\x00")  # not even text
+    assert "binary.jsonl** is not UTF-8 text" in app.error[0].value and run_of(app) is run
+
+
+def test_trace_metrics_and_charts_exports(lab_env):
+    app = open_app({"preset": "burst", "step": "3"})
+    run = run_of(app)
+    trace = json.loads(export(app, "Trace"))
+    assert {e["name"] for e in trace["traceEvents"] if e.get("cat") == "step"} == {f"step {i}" for i in range(4)}
+    rows = list(csv.DictReader(io.StringIO(export(app, "Metrics"))))
+    arrived = {rid for record in run.records for rid in record.requests}
+    assert sorted(r["request_id"] for r in rows) == sorted(arrived)
+    page = export(app, "Charts")
+    assert page.count("class='figure'") == len(share.step_figures(run)) == 5 and "Plotly.newPlot" in page
+    assert "ui.perfetto.dev" in " ".join(c.value for c in app.caption)
+
+
+def test_presenter_mode_from_a_link(lab_env):
+    app = open_app({"present": "1", "preset": "burst"})
+    assert app.session_state["presenting"] and not app.warning
+    assert any("labPresenterKeys" in h.proto.body for h in app.get("html"))  # the arrow keys' listener
+    assert link_of(app)["present"] == "1"
+    click(app, "exit_presenter")
+    assert not app.session_state["presenting"] and "present" not in link_of(app)
+    assert not any("labPresenterKeys" in h.proto.body for h in app.get("html"))
