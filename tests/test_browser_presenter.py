@@ -12,9 +12,16 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 import test_browser
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
-from test_browser import VIEWPORT, assert_no_exception, button, screenshot, wait_for_step
+from test_browser import (
+    VIEWPORT,
+    assert_no_exception,
+    button,
+    screenshot,
+    until_paused,
+    wait_for_step,
+    wait_for_step_at_least,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -59,15 +66,8 @@ def test_presenter_mode_steps_with_the_arrow_keys(context, server):
     screenshot(page, "presenter_step2.png")
     press(page, "Space")  # play: from step 2 the run branches and keeps stepping
     button(page, "Pause").wait_for()
-    wait_for_step(page, 5)
-    # A click that lands while auto-play is redrawing can be dropped by Streamlit itself, so a
-    # presenter would press again: so does the test, once, if the first press did not pause.
-    press(page, "Space")
-    try:
-        button(page, "Play").wait_for(timeout=5_000)
-    except PlaywrightTimeout:
-        press(page, "Space")
-        button(page, "Play").wait_for()
+    wait_for_step_at_least(page, 5)
+    until_paused(page, lambda: press(page, "Space"))
     assert_no_exception(page)
     button(page, "Exit presenter mode").click()
     page.get_by_test_id("stSidebar").wait_for(state="visible")
