@@ -78,3 +78,15 @@ def test_encoder_decoder_is_refused(tmp_path):
     save_byte_tokenizer(tmp_path)
     with pytest.raises(ModelLoadError, match="encoder-decoder"):
         load_model(str(tmp_path))
+
+
+def test_model_whose_attention_cannot_be_paged_is_refused(tmp_path, monkeypatch):
+    """A model class that does not route attention through AttentionInterface (as some older
+    architectures in transformers do) cannot read its KV cache through block tables."""
+    config = Qwen2Config(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, eos_token_id=256)
+    path = save_model(Qwen2ForCausalLM(config), tmp_path / "unpageable")
+    monkeypatch.setattr(Qwen2ForCausalLM, "_supports_attention_backend", False)
+    with pytest.raises(ModelLoadError) as info:
+        load_model(path)
+    assert path in str(info.value) and "cannot be paged" in str(info.value)
