@@ -146,3 +146,31 @@ class EngineConfig:
         if unknown:
             raise ValueError(f"unknown knob(s): {', '.join(unknown)}; known knobs: {', '.join(sorted(known))}")
         return cls(**data)
+
+
+# One line per knob, shared by the CLI's --help and the lab's tooltips.
+KNOB_HELP = {
+    "model": "local model folder (or cached hub id) of a decoder-only causal LM",
+    "device": "'auto', 'cpu' or 'cuda'",
+    "dtype": "'float32', 'float16' or 'bfloat16'",
+    "seed": "seed for sampling requests that set no seed of their own",
+    "max_model_len": "longest prompt plus output a request may have (default: the model's limit)",
+    "block_size": "tokens per KV page",
+    "num_gpu_blocks": "pages in the KV pool: the memory the scheduler must fit every running request into",
+    "num_cpu_blocks": "pages of host memory that swap preemption copies KV pages into",
+    "max_num_batched_tokens": "token budget: most tokens (prefill + decode) in one forward pass",
+    "max_num_seqs": "sequence cap: most requests in the running batch",
+    "enable_chunked_prefill": "split long prompts across steps to fit the token budget",
+    "long_prefill_token_threshold": "with chunked prefill, the largest chunk one request may take per step (0: no cap)",
+    "step_order": "'decode_first' (vLLM v1: decodes and prefill chunks share a step) or 'prefill_first' "
+                  "(vLLM v0 / SGLang: prefill-only steps whenever new prompts fit)",
+    "scheduling_policy": "'fcfs' (arrival order) or 'priority' (lower priority value first; may preempt)",
+    "preemption_mode": "what a preempted request loses: 'recompute' (drop its KV, recompute later) or 'swap' "
+                       "(copy its KV pages to CPU memory)",
+    "victim_rule": "who is preempted: 'policy' (follows scheduling_policy, as vLLM) or 'fewest_generated' "
+                   "(SGLang's retraction order)",
+    "watermark": "fraction of the pool kept free when admitting, so running requests can grow",
+    "enable_prefix_caching": "let requests share KV pages of equal prompt prefixes",
+    "kv_allocation": "'paged' (a page at a time, anywhere) or 'contiguous' (one run sized for the longest "
+                     "possible output, reserved at admission)",
+}

@@ -14,10 +14,10 @@ from typing import TypeVar
 
 import streamlit as st
 
-from engine.__main__ import KNOB_HELP
 from engine.config import (
     DEVICES,
     DTYPES,
+    KNOB_HELP,
     KV_ALLOCATIONS,
     PREEMPTION_MODES,
     SCHEDULING_POLICIES,

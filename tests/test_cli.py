@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from engine import Engine, EngineConfig, StepRecord
-from engine.__main__ import KNOB_HELP, build_parser, main
+from engine.__main__ import build_parser, main
+from engine.config import KNOB_HELP
 from engine.workload import WorkloadItem, dump_workload, submit
 
 ROOT = Path(__file__).resolve().parents[1]
