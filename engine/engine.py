@@ -39,6 +39,7 @@ class Engine:
         self.scheduler = Scheduler(self.config, self.blocks)
         self.runner = ModelRunner(self.loaded, self.config)
         self.requests: dict[str, Request] = {}
+        self.num_finished = 0  # kept as a count: scanning every request each step would grow with history
         self.step_index = 0
         self.clock_ms = 0.0  # engine time: the sum of step wall times, the clock latencies are measured on
         self._pending: list[Request] = []  # added, arrival step not reached
@@ -110,7 +111,7 @@ class Engine:
             setattr(self.config, knob, getattr(updated, knob))
 
     def has_unfinished_requests(self) -> bool:
-        return any(not r.is_finished for r in self.requests.values())
+        return self.num_finished < len(self.requests)
 
     # ---- the loop ---------------------------------------------------------------------------
 
@@ -199,6 +200,7 @@ class Engine:
             self.blocks.free(req)
         self.blocks.forget(req)
         req.status = RequestStatus.FINISHED
+        self.num_finished += 1
         req.finish_reason = reason
         req.finish_step = self.step_index
         req.finish_ms = self.clock_ms
@@ -236,7 +238,7 @@ class Engine:
         stats = StepStats(
             num_requests_running=len(sched.running), num_requests_waiting=len(sched.waiting),
             num_requests_swapped=len(sched.swapped),
-            num_requests_finished=sum(r.is_finished for r in self.requests.values()),
+            num_requests_finished=self.num_finished,
             kv_cache_usage_perc=round(blocks.usage(), 6), num_batched_tokens=tokens, **self.counters)
         return StepRecord(
             step=self.step_index, batch=chunks, budget=budget,

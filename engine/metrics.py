@@ -33,7 +33,10 @@ def request_metrics(req: Request) -> dict:
     return out
 
 
-def _summary(values: list[float]) -> dict:
+LATENCY_KEYS = ("ttft_steps", "ttft_ms", "itl_steps", "itl_ms", "e2e_steps", "e2e_ms", "queue_time_steps")
+
+
+def summarize(values: list[float]) -> dict:
     if not values:
         return {"mean": None, "p50": None, "p95": None, "max": None}
     arr = np.asarray(values, dtype=float)
@@ -41,35 +44,48 @@ def _summary(values: list[float]) -> dict:
             "p95": float(np.percentile(arr, 95)), "max": float(arr.max())}
 
 
+def metric_values(per_request: list[dict], key: str) -> list[float]:
+    """Every value of one latency over the served requests (rejected ones never ran);
+    ITL lists are flattened, one value per gap between tokens."""
+    values = []
+    for m in per_request:
+        v = m.get(key)
+        if v is not None and m["finish_reason"] != "rejected":
+            values.extend(v if isinstance(v, list) else [v])
+    return values
+
+
+def aggregate_metrics(per_request: list[dict], num_steps: int, engine_time_ms: float, gauges: dict,
+                      counters: dict) -> dict:
+    """The run-level view of per-request metrics, the gauges after the last step and the counters.
+
+    One definition serves the live engine and a run rebuilt from saved records."""
+    served = [m for m in per_request if m["finish_reason"] != "rejected"]
+    generated = sum(m["num_generation_tokens"] for m in served)
+    aggregate = {
+        "num_steps": num_steps,
+        "engine_time_ms": engine_time_ms,
+        "num_requests_rejected": len(per_request) - len(served),
+        **gauges,
+        "generation_tokens": generated,
+        "throughput_tokens_per_s": generated / (engine_time_ms / 1000) if engine_time_ms else 0.0,
+        "prefix_cache_hit_rate": counters["prefix_cache_hits"] / counters["prefix_cache_queries"]
+        if counters["prefix_cache_queries"] else 0.0,
+        **counters,
+    }
+    for key in LATENCY_KEYS:
+        aggregate[key] = summarize(metric_values(per_request, key))
+    return aggregate
+
+
 def engine_metrics(engine: Engine) -> dict:
     per_request = [request_metrics(r) for r in engine.requests.values()]
-    served = [m for m in per_request if m["finish_reason"] != "rejected"]
-
-    def collect(key: str) -> list[float]:
-        values = []
-        for m in served:
-            v = m.get(key)
-            if v is not None:
-                values.extend(v if isinstance(v, list) else [v])
-        return values
-
-    generated = sum(m["num_generation_tokens"] for m in served)
-    c = engine.counters
-    aggregate = {
-        "num_steps": engine.step_index,
-        "engine_time_ms": engine.clock_ms,
-        "num_requests_finished": sum(r.is_finished for r in engine.requests.values()),
-        "num_requests_rejected": len(per_request) - len(served),
+    gauges = {
+        "num_requests_finished": engine.num_finished,
         "num_requests_running": len(engine.scheduler.running),
         "num_requests_waiting": len(engine.scheduler.waiting),
         "num_requests_swapped": len(engine.scheduler.swapped),
-        "generation_tokens": generated,
-        "throughput_tokens_per_s": generated / (engine.clock_ms / 1000) if engine.clock_ms else 0.0,
         "kv_cache_usage_perc": engine.blocks.usage(),
-        "prefix_cache_hit_rate": c["prefix_cache_hits"] / c["prefix_cache_queries"]
-        if c["prefix_cache_queries"] else 0.0,
-        **c,
     }
-    for key in ("ttft_steps", "ttft_ms", "itl_steps", "itl_ms", "e2e_steps", "e2e_ms", "queue_time_steps"):
-        aggregate[key] = _summary(collect(key))
+    aggregate = aggregate_metrics(per_request, engine.step_index, engine.clock_ms, gauges, dict(engine.counters))
     return {"aggregate": aggregate, "requests": per_request}

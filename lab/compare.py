@@ -11,8 +11,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from engine import Engine, EngineConfig, StepRecord, load_model
+from engine.metrics import metric_values
 from engine.workload import WorkloadItem, submit
-from lab.export import metric_values, run_metrics
+from lab.export import run_metrics
 
 LABELS = ("A", "B")
 COLORS = ("#1f77b4", "#ff7f0e")

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from engine import EngineConfig, StepRecord
-from engine.metrics import _summary, request_metrics
+from engine.metrics import aggregate_metrics, request_metrics
 from engine.records import ScheduledChunk
 from engine.request import FinishReason
 from engine.workload import WorkloadItem
@@ -196,46 +196,19 @@ def run_metrics(records: list[StepRecord]) -> dict:
     record is absent), plus what only the step history shows: peak KV usage and
     throughput per step. kv_cache_usage_perc is the records' rounded value."""
     per_request = [request_metrics(t) for t in _timelines(records)]  # duck-typed: a _Timeline reads as a Request
-    served = [m for m in per_request if m["finish_reason"] != "rejected"]
     clock_ms = step_clock(records)[-1][1] if records else 0.0
-    generated = sum(m["num_generation_tokens"] for m in served)
 
     def final(name: str) -> float:  # a gauge or counter after the last step (all 0 before the first)
         return getattr(records[-1].stats, name) if records else 0
 
     counters = {k: final(k) for k in ("num_preemptions", "num_recomputed_tokens", "num_swapped_blocks",
                                       "prefix_cache_queries", "prefix_cache_hits")}
-    aggregate = {
-        "num_steps": len(records),
-        "engine_time_ms": clock_ms,
-        "num_requests_finished": final("num_requests_finished"),
-        "num_requests_rejected": len(per_request) - len(served),
-        "num_requests_running": final("num_requests_running"),
-        "num_requests_waiting": final("num_requests_waiting"),
-        "num_requests_swapped": final("num_requests_swapped"),
-        "generation_tokens": generated,
-        "throughput_tokens_per_s": generated / (clock_ms / 1000) if clock_ms else 0.0,
-        "throughput_tokens_per_step": generated / len(records) if records else 0.0,
-        "kv_cache_usage_perc": final("kv_cache_usage_perc"),
-        "peak_kv_cache_usage_perc": max((r.stats.kv_cache_usage_perc for r in records), default=0.0),
-        "prefix_cache_hit_rate": counters["prefix_cache_hits"] / counters["prefix_cache_queries"]
-        if counters["prefix_cache_queries"] else 0.0,
-        **counters,
-    }
-    for key in ("ttft_steps", "ttft_ms", "itl_steps", "itl_ms", "e2e_steps", "e2e_ms", "queue_time_steps"):
-        aggregate[key] = _summary(metric_values(per_request, key))
+    gauges = {k: final(k) for k in ("num_requests_finished", "num_requests_running", "num_requests_waiting",
+                                    "num_requests_swapped", "kv_cache_usage_perc")}
+    aggregate = aggregate_metrics(per_request, len(records), clock_ms, gauges, counters)
+    aggregate["throughput_tokens_per_step"] = aggregate["generation_tokens"] / len(records) if records else 0.0
+    aggregate["peak_kv_cache_usage_perc"] = max((r.stats.kv_cache_usage_perc for r in records), default=0.0)
     return {"aggregate": aggregate, "requests": per_request}
-
-
-def metric_values(per_request: list[dict], key: str) -> list[float]:
-    """Every value of one latency over the served requests (rejected ones never ran);
-    ITL lists are flattened, one value per gap between tokens."""
-    values = []
-    for m in per_request:
-        v = m.get(key)
-        if v is not None and m["finish_reason"] != "rejected":
-            values.extend(v if isinstance(v, list) else [v])
-    return values
 
 
 # ---- per-request metrics as CSV -----------------------------------------------------------------
