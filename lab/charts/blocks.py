@@ -144,8 +144,9 @@ def style_axes(fig: go.Figure, record: StepRecord, row: int = 1) -> None:
 
 def titles(record: StepRecord) -> list[str]:
     b = record.budget
-    gpu = f"GPU KV pool: {b.gpu_blocks_used} used · {b.gpu_blocks_cached} cached-free · {b.gpu_blocks_free} free"
-    return [gpu, f"CPU swap space: {b.cpu_blocks_used} of {b.num_cpu_blocks} used"][:1 + bool(b.num_cpu_blocks)]
+    # Short: a title wider than its grid is clipped when the map shares the page with a lesson.
+    gpu = f"GPU pool: {b.gpu_blocks_used} used · {b.gpu_blocks_cached} cached · {b.gpu_blocks_free} free"
+    return [gpu, f"CPU swap: {b.cpu_blocks_used}/{b.num_cpu_blocks} used"][:1 + bool(b.num_cpu_blocks)]
 
 
 def column_widths(record: StepRecord) -> list[float]:
