@@ -13,10 +13,9 @@ import math
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from engine.records import BlockState, StepRecord
-from lab.charts.style import discrete_colorscale, hover_text, layout, legend_key
+from lab.charts.style import Subplots, discrete_colorscale, hover_text, legend_key
 from lab.palette import CACHED_FREE, FREE, REQUEST_COLORS, request_color_index, tint
 
 # z index -> colour: free, cached-free, each request's colour, then each request's pale tint.
@@ -133,13 +132,13 @@ def legend_traces() -> list[go.Scatter]:
             legend_key("changed this step", CHANGED_MARK, "square-open")]
 
 
-def style_axes(fig: go.Figure, record: StepRecord, row: int = 1) -> None:
+def style_axes(fig: Subplots, record: StepRecord, row: int = 1) -> None:
     """Hide the grid's x axes; label each row with its first block id; fix ranges so steps do not jump."""
     for col, grid in enumerate(g for g in grids(record) if g is not None):
-        fig.update_xaxes(visible=False, range=[-0.5, grid.cols - 0.5], fixedrange=True, row=row, col=col + 1)
-        fig.update_yaxes(range=[grid.rows - 0.5, -0.5], tickvals=list(range(grid.rows)),
-                         ticktext=[str(r * grid.cols) for r in range(grid.rows)], showgrid=False, zeroline=False,
-                         ticks="", fixedrange=True, tickfont_size=10, row=row, col=col + 1)
+        fig.axes(x=dict(visible=False, range=[-0.5, grid.cols - 0.5], fixedrange=True),
+                 y=dict(range=[grid.rows - 0.5, -0.5], tickvals=list(range(grid.rows)),
+                        ticktext=[str(r * grid.cols) for r in range(grid.rows)], showgrid=False, zeroline=False,
+                        ticks="", fixedrange=True, tickfont=dict(size=10)), row=row, col=col + 1)
 
 
 def titles(record: StepRecord) -> list[str]:
@@ -155,14 +154,13 @@ def column_widths(record: StepRecord) -> list[float]:
 
 def figure(record: StepRecord, previous: StepRecord | None = None) -> go.Figure:
     gpu, cpu = grids(record)
-    fig = make_subplots(rows=1, cols=1 + (cpu is not None), column_widths=column_widths(record),
-                        subplot_titles=titles(record), horizontal_spacing=0.03)
+    fig = Subplots(rows=1, cols=1 + (cpu is not None), column_widths=column_widths(record),
+                   titles=titles(record), horizontal_spacing=0.03)
     traces = pool_traces(record, previous)
-    for i, trace in enumerate(traces):
-        fig.add_trace(trace, row=1, col=1 + i // 2)
-    for trace in legend_traces():
-        fig.add_trace(trace, row=1, col=1)
+    for i in range(0, len(traces), 2):  # a heatmap and its "changed" marks per pool
+        fig.add(traces[i:i + 2], col=1 + i // 2)
+    fig.add(legend_traces())
     style_axes(fig, record)
     rows = max(gpu.rows, cpu.rows if cpu else 0)
-    return layout(fig, "blocks", height=90 + rows * CELL_PX, showlegend=True,
-                  legend=dict(orientation="h", yanchor="top", y=-0.02, xanchor="left", x=0, font_size=12))
+    return fig.figure("blocks", height=90 + rows * CELL_PX, showlegend=True,
+                      legend=dict(orientation="h", yanchor="top", y=-0.02, xanchor="left", x=0, font_size=12))

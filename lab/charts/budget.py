@@ -9,10 +9,9 @@ recompute), against max_num_batched_tokens. KEY says so in words.
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from engine.records import StepRecord
-from lab.charts.style import layout
+from lab.charts.style import Subplots
 from lab.palette import CACHED_FREE, CHUNK_PATTERNS, FREE, request_color, text_color
 
 KIND_LABELS = {"decode": "decode", "prefill": "prefill", "prefill_chunk": "prefill chunk",
@@ -58,20 +57,19 @@ def figure(record: StepRecord) -> go.Figure:
     names = (f"<b>tokens</b> {b.tokens_used} / {b.token_budget}  ({b.decode_tokens} decode + "
              f"{b.prefill_tokens} prefill)", f"<b>sequences</b> {b.seqs_used} / {b.seq_cap}",
              f"<b>KV pages</b> {b.gpu_blocks_used - b.gpu_blocks_cached} used / {b.num_gpu_blocks}")
-    fig = make_subplots(rows=3, cols=1, subplot_titles=names, vertical_spacing=0.2)
+    fig = Subplots(rows=3, cols=1, titles=names, vertical_spacing=0.2)
     segs = _segments(record)
     for row in range(3):
         mine = [s for s in segs if s["row"] == row]
-        fig.add_trace(go.Bar(
+        fig.add([go.Bar(
             y=[0] * len(mine), x=[s["length"] for s in mine], base=[s["start"] for s in mine], orientation="h",
             width=0.8, text=[s["label"] for s in mine], textposition="inside", insidetextanchor="middle",
             textfont=dict(color=[text_color(s["color"]) for s in mine]),
             hovertext=[s["hover"] for s in mine], hoverinfo="text", showlegend=False, name=ROWS[row],
             marker=dict(color=[s["color"] for s in mine], line=dict(width=1, color="#FFFFFF"),
-                        pattern=dict(shape=[s["pattern"] for s in mine], fgcolor="#FFFFFF", size=6, solidity=0.3))),
-            row=row + 1, col=1)
-        fig.update_xaxes(range=[0, totals[row]], showgrid=False, fixedrange=True, row=row + 1, col=1)
-        fig.update_yaxes(visible=False, range=[-0.5, 0.5], fixedrange=True, row=row + 1, col=1)
-    fig.update_annotations(x=0, xanchor="left", font_size=13)
-    return layout(fig, "budget", height=250, barmode="overlay", margin=dict(l=8, r=8, t=28, b=8),
-                  showlegend=False)
+                        pattern=dict(shape=[s["pattern"] for s in mine], fgcolor="#FFFFFF", size=6, solidity=0.3)))],
+            row=row + 1)
+        fig.axes(x=dict(range=[0, totals[row]], showgrid=False, fixedrange=True),
+                 y=dict(visible=False, range=[-0.5, 0.5], fixedrange=True), row=row + 1)
+    fig.titles_at_left()
+    return fig.figure("budget", height=250, barmode="overlay", margin=dict(l=8, r=8, t=28, b=8), showlegend=False)

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from engine.records import RequestView, StepRecord
 from lab.charts.history import finished_in_order, latest_views, moves
-from lab.charts.style import hover_text, layout
+from lab.charts.style import Subplots, hover_text
 from lab.palette import MOVE_MARKS, request_color, text_color
 
 LANES = ("waiting", "running", "swapped", "finished")
@@ -90,16 +90,17 @@ def queue_traces(records: list[StepRecord]) -> list[go.BaseTraceType]:
     return traces
 
 
-def style_axes(fig: go.Figure, row: int | None = None, col: int | None = None) -> None:
-    fig.update_xaxes(range=[-0.7, MAX_CARDS + 0.8], visible=False, fixedrange=True, row=row, col=col)
-    fig.update_yaxes(range=[-0.6, len(LANES) - 0.4], tickvals=list(LANE_Y.values()), ticktext=list(LANE_Y),
-                     showgrid=False, zeroline=False, fixedrange=True, tickfont_size=13, row=row, col=col)
+def style_axes(fig: Subplots, row: int | None = None, col: int | None = None) -> None:
+    fig.axes(x=dict(range=[-0.7, MAX_CARDS + 0.8], visible=False, fixedrange=True),
+             y=dict(range=[-0.6, len(LANES) - 0.4], tickvals=list(LANE_Y.values()), ticktext=list(LANE_Y),
+                    showgrid=False, zeroline=False, fixedrange=True, tickfont=dict(size=13)), row=row, col=col)
 
 
 def figure(records: list[StepRecord]) -> go.Figure:
     """Queues after the last of `records` (pass the history up to the step on screen)."""
-    fig = go.Figure(queue_traces(records))
+    fig = Subplots()
+    fig.add(queue_traces(records))
     style_axes(fig)
-    for y in range(len(LANES) - 1):
-        fig.add_hline(y=y + 0.5, line=dict(color="#E4E4E4", width=1))
-    return layout(fig, "queues", height=250, barmode="overlay", margin=dict(l=8, r=8, t=28, b=8))
+    lane_lines = [dict(type="line", xref="x domain", x0=0, x1=1, yref="y", y0=y + 0.5, y1=y + 0.5,
+                       line=dict(color="#E4E4E4", width=1)) for y in range(len(LANES) - 1)]
+    return fig.figure("queues", height=250, barmode="overlay", margin=dict(l=8, r=8, t=28, b=8), shapes=lane_lines)

@@ -7,11 +7,10 @@ server: the same traces the live views draw, one frame per StepRecord.
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from engine.records import StepRecord
 from lab.charts import blocks, queues
-from lab.charts.style import layout
+from lab.charts.style import Subplots
 
 FRAME_MS = 400
 
@@ -27,27 +26,28 @@ def figure(records: list[StepRecord]) -> go.Figure:
     widths = blocks.column_widths(first)
     cols = len(widths)
     specs = [[{}] * cols, [{"colspan": cols}] + [None] * (cols - 1)]
-    fig = make_subplots(rows=2, cols=cols, column_widths=widths, specs=specs, row_heights=[0.5, 0.5],
-                        vertical_spacing=0.08, horizontal_spacing=0.03,
-                        subplot_titles=[*(["GPU KV pool", "CPU swap space"][:cols]), "Queues"])
+    fig = Subplots(rows=2, cols=cols, column_widths=widths, specs=specs, row_heights=[0.5, 0.5],
+                   vertical_spacing=0.08, horizontal_spacing=0.03,
+                   titles=[*(["GPU KV pool", "CPU swap space"][:cols]), "Queues"])
     pool = blocks.pool_traces(first, records[-2] if len(records) > 1 else None)
-    for i, trace in enumerate(pool):
-        fig.add_trace(trace, row=1, col=1 + i // 2)
-    for trace in queues.queue_traces(records):
-        fig.add_trace(trace, row=2, col=1)
+    for i in range(0, len(pool), 2):  # a heatmap and its "changed" marks per pool
+        fig.add(pool[i:i + 2], row=1, col=1 + i // 2)
+    fig.add(queues.queue_traces(records), row=2)
     blocks.style_axes(fig, first, row=1)
     queues.style_axes(fig, row=2, col=1)
-    axes = [(t.xaxis, t.yaxis) for t in fig.data]
+    axes = [(t.xaxis, t.yaxis) for t in fig.traces]
     frames = []
     for i, record in enumerate(records):
         data = _traces(records, i)
         for trace, (x, y) in zip(data, axes, strict=True):
             trace.update(xaxis=x, yaxis=y)
         frames.append(go.Frame(data=data, name=str(record.step), layout=dict(title_text=f"Step {record.step}")))
-    fig.frames = frames
     play = dict(frame=dict(duration=FRAME_MS, redraw=True), transition=dict(duration=0), fromcurrent=True,
                 mode="immediate")
-    fig.update_layout(
+    rows = blocks.grids(first)[0].rows
+    return fig.figure(
+        "replay", height=460 + rows * blocks.CELL_PX, frames=frames, showlegend=False,
+        title=dict(text=f"Step {first.step}", x=0, font_size=15), barmode="overlay", margin=dict(l=8, r=8, t=56, b=90),
         updatemenus=[dict(type="buttons", direction="left", x=0, y=-0.06, xanchor="left", yanchor="top",
                           showactive=False, buttons=[
                               dict(label="▶ Play", method="animate", args=[None, play]),
@@ -58,7 +58,3 @@ def figure(records: list[StepRecord]) -> go.Figure:
                       steps=[dict(label=str(r.step), method="animate",
                                   args=[[str(r.step)], dict(frame=dict(duration=0, redraw=True), mode="immediate",
                                                             transition=dict(duration=0))]) for r in records])])
-    rows = blocks.grids(first)[0].rows
-    return layout(fig, "replay", height=460 + rows * blocks.CELL_PX, showlegend=False,
-                  title=dict(text=f"Step {first.step}", x=0, font_size=15), barmode="overlay",
-                  margin=dict(l=8, r=8, t=56, b=90))

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import html
+import json
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 # A small template of our own: assigning a built-in one ("plotly_white") deep-copies it on every
 # figure, which costs more than drawing the figure.
@@ -16,14 +20,81 @@ FONT = dict(family="Source Sans Pro, Segoe UI, Helvetica, Arial, sans-serif", si
 TRANSITION = dict(duration=300, easing="cubic-in-out")
 
 
-def layout(fig: go.Figure, name: str, height: int, **extra) -> go.Figure:
-    """Apply the house style. uirevision=name keeps zoom and legend choices across steps."""
+def house_style(name: str, height: int, **extra) -> dict:
+    """The house style as layout settings. uirevision=name keeps zoom and legend choices across steps."""
     base = dict(
         template=TEMPLATE, font=FONT, height=height, margin=dict(l=8, r=8, t=36, b=8),
         uirevision=name, transition=TRANSITION, hoverlabel=dict(font_size=13, align="left"),
         legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1, font_size=12))
-    fig.update_layout(**{**base, **extra})
+    return {**base, **extra}
+
+
+def layout(fig: go.Figure, name: str, height: int, **extra) -> go.Figure:
+    """Apply the house style to a figure built elsewhere."""
+    fig.update_layout(**house_style(name, height, **extra))
     return fig
+
+
+@functools.lru_cache(maxsize=32)
+def _skeleton(grid: str, num_titles: int) -> tuple[dict, dict[tuple[int, int], tuple[str, str]]]:
+    """make_subplots once per grid shape: the layout it builds (axis domains, title annotations) as
+    plain data, and the axis names of each cell, e.g. (2, 1) -> ("xaxis2", "yaxis2")."""
+    options = json.loads(grid)
+    fig = make_subplots(**options, subplot_titles=[f"title {i}" for i in range(num_titles)])
+    skeleton = fig.layout.to_plotly_json()
+    skeleton.pop("template", None)  # the house style brings its own
+    cells = {}
+    for row in range(1, options["rows"] + 1):
+        for col in range(1, options["cols"] + 1):
+            subplot = fig.get_subplot(row, col)
+            if subplot is not None:  # None: a cell another one spans
+                cells[row, col] = (subplot.xaxis.plotly_name, subplot.yaxis.plotly_name)
+    return skeleton, cells
+
+
+class Subplots:
+    """A figure assembled as plain data and checked by plotly once, in go.Figure(...).
+
+    make_subplots builds and checks a whole layout, and every add_trace(row=, col=) or
+    update_xaxes(row=, col=) after it is checked again one call at a time: together they
+    cost several times what the data does. Here the grid is laid out once per shape
+    (cached; subplot titles are its annotations, filled in per figure), traces are placed
+    on their cell's axes by name, and axis settings are merged into plain dicts.
+    """
+
+    def __init__(self, rows: int = 1, cols: int = 1, titles: tuple[str, ...] | list[str] = (), **grid):
+        if rows == cols == 1 and not titles:  # one plain plot: the default axes, nothing to lay out
+            skeleton, self.cells = {}, {(1, 1): ("xaxis", "yaxis")}
+        else:
+            # JSON: the options (lists, specs dicts) as one hashable cache key.
+            skeleton, self.cells = _skeleton(json.dumps(dict(rows=rows, cols=cols, **grid)), len(titles))
+        self.layout = copy.deepcopy(skeleton)
+        for annotation, title in zip(self.layout.get("annotations", []), titles, strict=True):
+            annotation["text"] = title
+        self.traces: list[go.BaseTraceType] = []
+
+    def add(self, traces: list[go.BaseTraceType], row: int = 1, col: int = 1) -> None:
+        xaxis, yaxis = self.cells[row, col]
+        for trace in traces:
+            trace.update(xaxis=xaxis.replace("axis", ""), yaxis=yaxis.replace("axis", ""))  # "xaxis2" -> "x2"
+            self.traces.append(trace)
+
+    def axes(self, x: dict | None = None, y: dict | None = None, row: int | None = None,
+             col: int | None = None) -> None:
+        """Axis settings for the cell at (row, col); None for either means every row or column."""
+        for (r, c), (xaxis, yaxis) in self.cells.items():
+            if row in (None, r) and col in (None, c):
+                self.layout.setdefault(xaxis, {}).update(x or {})
+                self.layout.setdefault(yaxis, {}).update(y or {})
+
+    def titles_at_left(self, size: int = 13) -> None:
+        """Each subplot title starts at its subplot's left edge instead of centred over it."""
+        for annotation, (xaxis, _) in zip(self.layout.get("annotations", []), self.cells.values(), strict=False):
+            annotation.update(x=self.layout[xaxis]["domain"][0], xanchor="left", font=dict(size=size))
+
+    def figure(self, name: str, height: int, frames: list[go.Frame] | None = None, **extra) -> go.Figure:
+        """The one go.Figure, in the house style (see house_style for name, height and extra)."""
+        return go.Figure(data=self.traces, layout={**self.layout, **house_style(name, height, **extra)}, frames=frames)
 
 
 def hover_text(text: str, limit: int = 80) -> str:

@@ -7,11 +7,10 @@ whole history, so the x axis does not rescale while you scrub.
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from engine.records import StepRecord
 from lab.charts.history import latencies, latest_views, moves, state_in
-from lab.charts.style import discrete_colorscale, layout, legend_key
+from lab.charts.style import Subplots, discrete_colorscale, legend_key
 from lab.palette import STATE_COLORS, request_color
 
 STATES = list(STATE_COLORS)
@@ -43,24 +42,25 @@ def requests_figure(records: list[StepRecord], num_steps: int) -> go.Figure:
                 pre_x.append(record.step)
                 pre_y.append(row)
                 pre_text.append(f"{rid} preempted at step {record.step}")
-    fig = go.Figure(go.Heatmap(
+    fig = Subplots()
+    fig.add([go.Heatmap(
         z=z, x=steps, y=list(range(len(ids))), hovertext=hover, hoverinfo="text", hoverongaps=False,
         colorscale=discrete_colorscale(list(STATE_COLORS.values())), zmin=-0.5, zmax=len(STATES) - 0.5,
-        showscale=False, xgap=1, ygap=2, name="states"))
-    for state, color in STATE_COLORS.items():
-        fig.add_trace(legend_key(state, color))
-    fig.add_trace(go.Scatter(x=pre_x, y=pre_y, mode="markers", name="preemption", hovertext=pre_text, hoverinfo="text",
-                             marker=dict(symbol="x-thin-open", size=12, line=dict(width=3, color="#111111"))))
-    fig.update_xaxes(range=_x_range(num_steps), title_text="step", showgrid=False)
-    fig.update_yaxes(range=[len(ids) - 0.5, -0.5], tickvals=list(range(len(ids))), ticktext=[
-        f"<span style='color:{request_color(rid)}'>■</span> {rid}" for rid in ids], showgrid=False, fixedrange=True)
-    return layout(fig, "timeline", height=130 + 22 * max(len(ids), 3))
+        showscale=False, xgap=1, ygap=2, name="states")])
+    fig.add([legend_key(state, color) for state, color in STATE_COLORS.items()])
+    fig.add([go.Scatter(x=pre_x, y=pre_y, mode="markers", name="preemption", hovertext=pre_text, hoverinfo="text",
+                        marker=dict(symbol="x-thin-open", size=12, line=dict(width=3, color="#111111")))])
+    fig.axes(x=dict(range=_x_range(num_steps), title=dict(text="step"), showgrid=False),
+             y=dict(range=[len(ids) - 0.5, -0.5], tickvals=list(range(len(ids))), ticktext=[
+                 f"<span style='color:{request_color(rid)}'>■</span> {rid}" for rid in ids], showgrid=False,
+                 fixedrange=True))
+    return fig.figure("timeline", height=130 + 22 * max(len(ids), 3))
 
 
 def metrics_figure(records: list[StepRecord], num_steps: int) -> go.Figure:
     steps = [r.step for r in records]
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
-                        subplot_titles=("KV cache and token budget, % used", "Requests per queue"))
+    fig = Subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
+                   titles=("KV cache and token budget, % used", "Requests per queue"))
     series = [
         (1, "KV cache usage %", [100 * r.stats.kv_cache_usage_perc for r in records], "#882255", "solid"),
         (1, "token budget used %", [100 * r.budget.tokens_used / r.budget.token_budget for r in records],
@@ -71,32 +71,30 @@ def metrics_figure(records: list[StepRecord], num_steps: int) -> go.Figure:
         (2, "preemptions so far", [r.stats.num_preemptions for r in records], STATE_COLORS["preempted"], "dot"),
     ]
     for row, name, ys, color, dash in series:
-        fig.add_trace(go.Scatter(x=steps, y=ys, name=name, mode="lines", line=dict(color=color, dash=dash, width=2,
-                                                                                   shape="hv")), row=row, col=1)
-    fig.update_xaxes(range=_x_range(num_steps), showgrid=False)
-    fig.update_yaxes(range=[0, 105], row=1, col=1)
-    fig.update_yaxes(rangemode="tozero", row=2, col=1)
-    fig.update_annotations(x=0, xanchor="left", font_size=13)
-    return layout(fig, "metrics", height=440, legend=dict(orientation="h", yanchor="top", y=-0.08, x=0))
+        fig.add([go.Scatter(x=steps, y=ys, name=name, mode="lines",
+                            line=dict(color=color, dash=dash, width=2, shape="hv"))], row=row)
+    fig.axes(x=dict(range=_x_range(num_steps), showgrid=False))
+    fig.axes(y=dict(range=[0, 105]), row=1)
+    fig.axes(y=dict(rangemode="tozero"), row=2)
+    fig.titles_at_left()
+    return fig.figure("metrics", height=440, legend=dict(orientation="h", yanchor="top", y=-0.08, x=0))
 
 
 def latency_figure(records: list[StepRecord]) -> go.Figure:
     """Per request: time to first token, and every gap between two tokens, in steps."""
     lat = latencies(records)
     ids = list(lat)
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.08,
-                        subplot_titles=("Time to first token (steps, arrival to first token)",
-                                        "Inter-token latency (steps between tokens)"))
-    fig.add_trace(go.Bar(x=ids, y=[lat[r]["ttft_steps"] for r in ids], showlegend=False, name="TTFT",
-                         marker_color=[request_color(r) for r in ids],
-                         hovertemplate="%{x}: first token after %{y} steps<extra></extra>"), row=1, col=1)
+    fig = Subplots(rows=1, cols=2, horizontal_spacing=0.08,
+                   titles=("Time to first token (steps, arrival to first token)",
+                           "Inter-token latency (steps between tokens)"))
+    fig.add([go.Bar(x=ids, y=[lat[r]["ttft_steps"] for r in ids], showlegend=False, name="TTFT",
+                    marker_color=[request_color(r) for r in ids],
+                    hovertemplate="%{x}: first token after %{y} steps<extra></extra>")], col=1)
     xs = [rid for rid in ids for _ in lat[rid]["itl_steps"]]
     ys = [gap for rid in ids for gap in lat[rid]["itl_steps"]]
-    fig.add_trace(go.Box(x=xs, y=ys, boxpoints="all", jitter=0.4, pointpos=0, showlegend=False, name="ITL",
-                         marker=dict(color="#555555", size=5), line=dict(color="#999999"), fillcolor="rgba(0,0,0,0)",
-                         hovertemplate="%{x}: %{y} steps between two tokens<extra></extra>"), row=1, col=2)
-    fig.update_xaxes(categoryorder="array", categoryarray=ids)
-    fig.update_yaxes(rangemode="tozero")
-    fig.update_annotations(x=0, xanchor="left", font_size=13)
-    fig.layout.annotations[1].x = 0.54
-    return layout(fig, "latency", height=320)
+    fig.add([go.Box(x=xs, y=ys, boxpoints="all", jitter=0.4, pointpos=0, showlegend=False, name="ITL",
+                    marker=dict(color="#555555", size=5), line=dict(color="#999999"), fillcolor="rgba(0,0,0,0)",
+                    hovertemplate="%{x}: %{y} steps between two tokens<extra></extra>")], col=2)
+    fig.axes(x=dict(categoryorder="array", categoryarray=ids), y=dict(rangemode="tozero"))
+    fig.titles_at_left()
+    return fig.figure("latency", height=320)
