@@ -169,22 +169,23 @@ class BlockManager:
         self.req_blocks[req.request_id] = self.req_blocks.get(req.request_id, []) + list(hit_blocks) + new_ids
         return True
 
-    def largest_free_run(self) -> int:
-        """Longest run of adjacent free pages: all a contiguous reservation can use."""
-        best = run = 0
+    def _free_run_ends(self):
+        """(end, length) at every page of the pool, where length counts the free pages ending there."""
+        run = 0
         for i in range(self.num_gpu_blocks):
             run = run + 1 if i in self.free_queue else 0
-            best = max(best, run)
-        return best
+            yield i, run
+
+    def largest_free_run(self) -> int:
+        """Longest run of adjacent free pages: all a contiguous reservation can use."""
+        return max((run for _, run in self._free_run_ends()), default=0)
 
     def _take(self, n: int) -> list[int] | None:
         if not self.contiguous:
             return [self._pop(next(iter(self.free_queue))) for _ in range(n)]
-        run = 0
-        for i in range(self.num_gpu_blocks):  # first fit
-            run = run + 1 if i in self.free_queue else 0
+        for end, run in self._free_run_ends():  # first fit
             if run == n:
-                return [self._pop(b) for b in range(i - n + 1, i + 1)]
+                return [self._pop(b) for b in range(end - n + 1, end + 1)]
         return None
 
     def _pop(self, block_id: int) -> int:
