@@ -62,7 +62,7 @@ class StubLoop:
             req = Request(f"r{i}", prompt, SamplingParams(max_tokens=NEW_TOKENS, ignore_eos=True),
                           priority=rng.randrange(3), arrival_index=i, status=RequestStatus.WAITING)
             self.requests[req.request_id] = req
-            self.scheduler.waiting.append(req)
+            self.scheduler.waiting.add(req)
         self.finished = 0
 
     def step(self) -> int:

@@ -9,6 +9,7 @@ pages go back to the pool) and returns a StepRecord of all of it.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import time
 
 from engine.block_manager import BlockManager
@@ -42,7 +43,9 @@ class Engine:
         self.num_finished = 0  # kept as a count: scanning every request each step would grow with history
         self.step_index = 0
         self.clock_ms = 0.0  # engine time: the sum of step wall times, the clock latencies are measured on
-        self._pending: list[Request] = []  # added, arrival step not reached
+        # Added, arrival step not reached: a heap by (arrival step, arrival index), so a step
+        # looks only at the requests that arrive in it.
+        self._pending: list[tuple[int, int, Request]] = []
         self._events: list[Event] = []  # said between steps, reported with the next one
         self.counters = dict(num_preemptions=0, num_recomputed_tokens=0, num_swapped_blocks=0,
                              prefix_cache_queries=0, prefix_cache_hits=0)
@@ -79,7 +82,7 @@ class Engine:
             self._finish(req, FinishReason.REJECTED)
             self._events.append(Event("rejected", request_id, why, {}))
         else:
-            self._pending.append(req)
+            heapq.heappush(self._pending, (req.arrival_step, req.arrival_index, req))
         return request_id
 
     def _never_fits(self, req: Request) -> str | None:
@@ -148,12 +151,11 @@ class Engine:
         return record
 
     def _admit_arrivals(self, events: list[Event]) -> None:
-        arrived = [r for r in self._pending if r.arrival_step <= self.step_index]
-        self._pending = [r for r in self._pending if r.arrival_step > self.step_index]
-        for req in arrived:
+        while self._pending and self._pending[0][0] <= self.step_index:
+            req = heapq.heappop(self._pending)[2]
             req.status = RequestStatus.WAITING
             req.arrival_ms = self.clock_ms
-            self.scheduler.waiting.append(req)
+            self.scheduler.waiting.add(req)
             events.append(Event("arrived", req.request_id, f"joins the waiting queue with {req.num_prompt_tokens} "
                                 f"prompt tokens, wants up to {req.sampling.max_tokens} more", {}))
 
@@ -215,7 +217,7 @@ class Engine:
 
     def _why_idle(self) -> str:
         if self._pending:
-            return f"nothing to run: the next request arrives at step {min(r.arrival_step for r in self._pending)}"
+            return f"nothing to run: the next request arrives at step {self._pending[0][0]}"
         if self.scheduler.waiting or self.scheduler.swapped:
             return "nothing could be scheduled: every waiting request is blocked (see the blocked events)"
         return "nothing to run: no requests"

@@ -8,13 +8,13 @@ recorded as an Event whose reason names the rule behind it.
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 
 from engine.block_manager import BlockManager
 from engine.config import EngineConfig
 from engine.records import Event
 from engine.request import Request, RequestStatus
+from engine.waiting_queue import waiting_queue
 
 
 @dataclass
@@ -39,12 +39,14 @@ class Scheduler:
     def __init__(self, config: EngineConfig, blocks: BlockManager):
         self.config = config
         self.blocks = blocks
-        self.waiting: deque[Request] = deque()
+        self.waiting = waiting_queue(config.scheduling_policy)
         self.running: list[Request] = []  # in admission order: the last one is the newest
         self.swapped: list[Request] = []
 
     def schedule(self) -> SchedulerOutput:
         out = SchedulerOutput(self.config.max_num_batched_tokens)
+        if self.waiting.policy != self.config.scheduling_policy:  # the policy is a live knob
+            self.waiting = waiting_queue(self.config.scheduling_policy, self.waiting)
         if self.config.step_order == "decode_first":
             # vLLM v1: one token-budget pass, running requests first, so decodes and prefill
             # chunks share the step. New work waits while anything had to be preempted.
@@ -111,7 +113,7 @@ class Scheduler:
 
     def _schedule_waiting(self, out: SchedulerOutput) -> None:
         while self.waiting:
-            req = self._next_waiting()
+            req = self.waiting.peek()
             if any(r is req for r in out.preempted):
                 return  # never re-admit a request in the step that evicted it
             if not self._has_seat(req, out):
@@ -130,7 +132,7 @@ class Scheduler:
                     return
                 self._preempt(victim, out, f"priority: {req.request_id} (priority {req.priority}) outranks it "
                               f"(priority {victim.priority}) and needed its KV pages")
-            self.waiting.remove(req)
+            self.waiting.pop()
             req.num_computed_tokens = req.prefill_start = len(hit) * self.config.block_size
             self._start_running(req)
             lost = req.peak_computed_tokens - req.num_computed_tokens
@@ -162,11 +164,6 @@ class Scheduler:
             self._preempt(victim, out, f"priority: {req.request_id} (priority {req.priority}) outranks it "
                           f"(priority {victim.priority}) and needed its seat")
         return True
-
-    def _next_waiting(self) -> Request:
-        if self.config.scheduling_policy == "priority":
-            return min(self.waiting, key=lambda r: (r.priority, r.arrival_index))
-        return self.waiting[0]
 
     def _pick_victim(self, candidates: list[Request]) -> tuple[Request, str]:
         if self.config.victim_rule == "fewest_generated":
@@ -206,7 +203,7 @@ class Scheduler:
         freed = self.blocks.free(victim)
         victim.num_computed_tokens = 0
         victim.status = RequestStatus.WAITING
-        self.waiting.appendleft(victim)
+        self.waiting.add_preempted(victim)
         out.note("preempted", victim, reason + f"; its {num_pages} pages are dropped and will be recomputed",
                  mode="recompute", blocks_freed=freed)
 
