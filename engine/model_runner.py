@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import threading
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 
 import torch
@@ -71,6 +73,22 @@ def load_model(name: str, device: str = "auto", dtype: str = "float32") -> Loade
         return _loaded[key]
 
 
+def hub_reachable(timeout_s: float = 3.0) -> bool:
+    """One quick request to the Hugging Face hub. Without it, an id that is not cached on an
+    offline machine waits out the hub client's retries (over 20 s) before failing."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    try:
+        urllib.request.urlopen(urllib.request.Request(constants.ENDPOINT, method="HEAD"), timeout=timeout_s)
+    except urllib.error.HTTPError:
+        return True  # the hub answered, if not with 200
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def _load(name: str, device: torch.device, dtype: torch.dtype) -> LoadedModel:
     def fail(reason: str) -> ModelLoadError:
         return ModelLoadError(f"model {name!r} cannot be used: {reason}")
@@ -81,17 +99,19 @@ def _load(name: str, device: torch.device, dtype: torch.dtype) -> LoadedModel:
         raise fail("not found: there is no folder at that path")
     if local and not os.path.isfile(os.path.join(name, "config.json")):
         raise fail("the folder has no config.json, so it holds no transformers model")
+    offline = local or not hub_reachable()  # then a hub id is read from the local cache only
     try:
-        hf_config = AutoConfig.from_pretrained(name, trust_remote_code=False, local_files_only=local)
+        hf_config = AutoConfig.from_pretrained(name, trust_remote_code=False, local_files_only=offline)
     except (OSError, ValueError) as exc:
-        raise fail("not found: no local folder of that name, and it could not be loaded as a Hugging Face hub id "
-                   f"(no download is possible offline): {str(exc).splitlines()[0]}") from exc
+        where = "it is not in the local Hugging Face cache and the hub cannot be reached from this machine" \
+            if offline else "it could not be loaded as a Hugging Face hub id"
+        raise fail(f"not found: no local folder of that name, and {where} ({str(exc).splitlines()[0]})") from exc
     if getattr(hf_config, "is_encoder_decoder", False):
         raise fail("it is an encoder-decoder model; the engine serves decoder-only causal LMs")
     try:
         model = AutoModelForCausalLM.from_pretrained(
             name, dtype=dtype, attn_implementation=ATTN_IMPLEMENTATION, trust_remote_code=False,
-            local_files_only=local)
+            local_files_only=offline)
     except ValueError as exc:
         raise fail(f"it is not a causal LM, or its attention cannot be paged ({str(exc).splitlines()[0]})") from exc
     except OSError as exc:
@@ -103,7 +123,7 @@ def _load(name: str, device: torch.device, dtype: torch.dtype) -> LoadedModel:
         raise fail(f"{type(model).__name__} attends in both directions (an encoder, such as BERT); the engine "
                    "serves decoder-only causal LMs, where each token sees only the tokens before it")
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=local)
+        tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=offline)
     except (OSError, ValueError) as exc:
         raise fail(f"no usable tokenizer ({str(exc).splitlines()[0]})") from exc
     model.to(device).eval()

@@ -16,7 +16,7 @@ from transformers import (
     T5ForConditionalGeneration,
 )
 
-from engine import Engine, EngineConfig, ModelLoadError, SamplingParams, load_model
+from engine import Engine, EngineConfig, ModelLoadError, SamplingParams, load_model, model_runner
 
 PROMPTS = ["ROMEO: But soft, what light", "JULIET:\nO Romeo"]
 MAX_NEW = 12
@@ -53,6 +53,24 @@ def test_missing_folder_is_named_as_not_found(tmp_path):
     assert missing in str(info.value) and "not found" in str(info.value)
     with pytest.raises(ValueError, match="not found"):  # what the lab catches, through the engine
         Engine(EngineConfig(model=missing))
+
+
+def test_uncached_hub_id_on_an_offline_machine_fails_at_once_and_says_why(monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    assert not model_runner.hub_reachable()
+    asked = []
+    real = model_runner.AutoConfig.from_pretrained
+
+    def from_pretrained(name, **kwargs):
+        asked.append(kwargs["local_files_only"])
+        return real(name, **kwargs)
+
+    monkeypatch.setattr(model_runner.AutoConfig, "from_pretrained", from_pretrained)
+    with pytest.raises(ModelLoadError, match="not in the local Hugging Face cache and the hub cannot be reached"):
+        load_model("no-such-org/no-such-model")
+    assert asked == [True]  # the cache only: no network round trips and retries
 
 
 def test_folder_without_a_model(tmp_path):
