@@ -333,7 +333,10 @@ def step_bar(run: Run, hold: Hold | None = None) -> None:
     `hold` may cut a Step or Run short (a lesson does, before its questions)."""
     playing = st.session_state.get("playing", False)
     done = run.done
-    cols = st.columns([1, 1.05, 1, 0.75, 1.05, 1.25, 1.05], vertical_alignment="bottom")
+    # A small gap leaves the labels room on a laptop beside the sidebar; narrower still, the
+    # buttons show their icons only (views.CSS), each keeping its tooltip.
+    cols = st.container(key="step_bar").columns([1.1, 1.05, 1, 0.7, 1.05, 1.2, 1.1], vertical_alignment="bottom",
+                                                gap="xsmall")
     cols[0].button("Back", icon=":material/skip_previous:", key="back", on_click=_on_back,
                    disabled=run.cursor < 0 or playing, width="stretch",
                    help="Show the previous step (nothing is re-run).")

@@ -39,6 +39,8 @@ CSS = """
 .lab-you {background:#E3EDF9; color:#0B4A86}
 .lab-text {font-family:ui-monospace, monospace; white-space:pre-wrap; font-size:.92em}
 .lab-text mark {background:#FFE08A; padding:0 .1em}
+.st-key-step_bar {container-type: inline-size}
+@container (max-width: 600px) {.st-key-step_bar button p {display: none}}
 </style>
 """
 

@@ -14,7 +14,7 @@ import json
 
 import pytest
 from streamlit.testing.v1 import AppTest
-from test_app import APP, click, run_of
+from test_app import APP, charts, click, run_of
 
 from engine.workload import WorkloadItem, dump_workload
 from lab import share
@@ -192,9 +192,34 @@ def test_trace_metrics_and_charts_exports(lab_env):
     assert "ui.perfetto.dev" in " ".join(c.value for c in app.caption)
 
 
+def _font_sizes(fig: dict) -> list[float]:
+    """Every font size a figure sets, wherever it sets one (layout, traces, annotations, axes)."""
+    found = []
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key.endswith("font") and isinstance(value, dict) and isinstance(value.get("size"), int | float):
+                    found.append(value["size"])
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk({"data": fig["data"], "layout": fig["layout"]})
+    return found
+
+
 def test_presenter_mode_from_a_link(lab_env):
-    app = open_app({"present": "1", "preset": "burst"})
+    plain = open_app({"preset": "burst", "step": "3"})
+    app = open_app({"present": "1", "preset": "burst", "step": "3"})
     assert app.session_state["presenting"] and not app.warning
+    before, after = charts(plain), charts(app)
+    assert set(before) == set(after) and "queues" in after
+    for name, fig in after.items():  # every text on the projector grows, card labels and titles too
+        assert len(_font_sizes(fig)) == len(_font_sizes(before[name])) > 0
+        assert all(a > b for a, b in zip(_font_sizes(fig), _font_sizes(before[name]), strict=True)), name
+        assert fig["layout"]["height"] > before[name]["layout"]["height"]
     assert any("labPresenterKeys" in h.proto.body for h in app.get("html"))  # the arrow keys' listener
     assert link_of(app)["present"] == "1"
     click(app, "exit_presenter")

@@ -7,6 +7,8 @@ up to the tokens the step really ran, latencies agreeing with engine/metrics.py.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from engine import Engine, EngineConfig, StepRecord
@@ -95,6 +97,21 @@ def test_block_map_has_one_cell_per_block_in_its_owners_colour(swap_run):
                     assert all(o in hover for o in block.owners)
 
 
+@pytest.mark.parametrize(("gpu", "cpu"), [(14, 8), (14, 64), (64, 64), (256, 16), (1280, 512)])
+def test_both_pools_are_drawn_at_one_cell_size(swap_run, gpu, cpu):
+    """A small GPU pool beside a large swap space must not be squeezed into thin slivers."""
+    record = swap_run[1][-1]
+    record = dataclasses.replace(record, budget=dataclasses.replace(record.budget, num_gpu_blocks=gpu,
+                                                                      num_cpu_blocks=cpu))
+    layout = blocks.figure(record).layout
+    gpu_grid, cpu_grid = blocks.grids(record)
+    assert cpu_grid.cols <= gpu_grid.cols
+    cell_widths = [(axis.domain[1] - axis.domain[0]) / grid.cols
+                   for axis, grid in ((layout.xaxis, gpu_grid), (layout.xaxis2, cpu_grid))]
+    assert cell_widths[0] == pytest.approx(cell_widths[1], rel=0.01)
+    assert layout.yaxis.range == layout.yaxis2.range == (max(gpu_grid.rows, cpu_grid.rows) - 0.5, -0.5)
+
+
 def test_block_map_marks_shared_and_cached_pages(prefix_run):
     shared_seen = cached_seen = False
     for record in prefix_run[1]:
@@ -175,6 +192,12 @@ def test_queue_lanes_follow_the_record(swap_run):
             assert on_lane == ids[: queues.MAX_CARDS]
         moved_marks = {t.split(":")[0] for trace in fig.data[2:] for t in trace.hovertext}
         assert moved_marks == {e.request_id for e in record.events if e.kind in queues.MOVE_LABELS}
+        # Room for every card drawn, and no more than the longest lane (or MIN_SLOTS) needs: short
+        # queues get wide cards.
+        longest = max(len(ids) for ids in queues.lanes(records[: record.step + 1]).values())
+        right = fig.layout.xaxis.range[1]
+        assert max((b + w for b, w in zip(cards.base, cards.x, strict=True)), default=0) < right
+        assert right == min(queues.MAX_CARDS, max(queues.MIN_SLOTS, longest)) + 0.8
 
 
 def test_latencies_from_records_match_engine_metrics(swap_run):

@@ -44,15 +44,21 @@ def gpu_grid(num_blocks: int) -> Grid:
     return Grid(num_blocks, 16 if num_blocks <= 128 else 32 if num_blocks <= 1024 else 64)
 
 
-def cpu_grid(num_blocks: int, rows: int) -> Grid:
-    """As many rows as the GPU grid where it can, so the two sit side by side at one cell size."""
-    return Grid(num_blocks, max(4, math.ceil(num_blocks / rows)))
+def cpu_grid(num_blocks: int, gpu: Grid) -> Grid:
+    """As many rows as the GPU grid where that is no wider than it; a larger swap space takes
+    more rows instead, so a small GPU pool is not squeezed beside a long CPU one."""
+    return Grid(num_blocks, min(gpu.cols, max(4, math.ceil(num_blocks / gpu.rows))))
 
 
 def grids(record: StepRecord) -> tuple[Grid, Grid | None]:
     gpu = gpu_grid(record.budget.num_gpu_blocks)
-    cpu = cpu_grid(record.budget.num_cpu_blocks, gpu.rows) if record.budget.num_cpu_blocks else None
+    cpu = cpu_grid(record.budget.num_cpu_blocks, gpu) if record.budget.num_cpu_blocks else None
     return gpu, cpu
+
+
+def num_rows(record: StepRecord) -> int:
+    """Rows of the taller grid: both pools span this many, so their cells are the same size."""
+    return max(g.rows for g in grids(record) if g is not None)
 
 
 def _z(block: BlockState) -> int:
@@ -134,9 +140,10 @@ def legend_traces() -> list[go.Scatter]:
 
 def style_axes(fig: Subplots, record: StepRecord, row: int = 1) -> None:
     """Hide the grid's x axes; label each row with its first block id; fix ranges so steps do not jump."""
+    rows = num_rows(record)
     for col, grid in enumerate(g for g in grids(record) if g is not None):
         fig.axes(x=dict(visible=False, range=[-0.5, grid.cols - 0.5], fixedrange=True),
-                 y=dict(range=[grid.rows - 0.5, -0.5], tickvals=list(range(grid.rows)),
+                 y=dict(range=[rows - 0.5, -0.5], tickvals=list(range(grid.rows)),
                         ticktext=[str(r * grid.cols) for r in range(grid.rows)], showgrid=False, zeroline=False,
                         ticks="", fixedrange=True, tickfont=dict(size=10)), row=row, col=col + 1)
 
@@ -153,7 +160,7 @@ def column_widths(record: StepRecord) -> list[float]:
 
 
 def figure(record: StepRecord, previous: StepRecord | None = None) -> go.Figure:
-    gpu, cpu = grids(record)
+    cpu = grids(record)[1]
     fig = Subplots(rows=1, cols=1 + (cpu is not None), column_widths=column_widths(record),
                    titles=titles(record), horizontal_spacing=0.03)
     traces = pool_traces(record, previous)
@@ -161,6 +168,5 @@ def figure(record: StepRecord, previous: StepRecord | None = None) -> go.Figure:
         fig.add(traces[i:i + 2], col=1 + i // 2)
     fig.add(legend_traces())
     style_axes(fig, record)
-    rows = max(gpu.rows, cpu.rows if cpu else 0)
-    return fig.figure("blocks", height=90 + rows * CELL_PX, showlegend=True,
+    return fig.figure("blocks", height=90 + num_rows(record) * CELL_PX, showlegend=True,
                       legend=dict(orientation="h", yanchor="top", y=-0.02, xanchor="left", x=0, font_size=12))

@@ -18,6 +18,7 @@ from lab.palette import MOVE_MARKS, request_color, text_color
 LANES = ("waiting", "running", "swapped", "finished")
 LANE_Y = {lane: len(LANES) - 1 - i for i, lane in enumerate(LANES)}  # waiting on top
 MAX_CARDS = 8  # per lane; the rest are counted, so a burst does not shrink every card
+MIN_SLOTS = 5  # card places drawn per lane at least: short queues get wide, readable cards
 CARD_WIDTH = 0.9
 MOVE_LABELS = {"admitted": "admitted", "swapped_in": "swapped in", "preempted": "preempted",
                "swapped_out": "swapped out", "finished": "finished", "rejected": "rejected"}
@@ -68,14 +69,14 @@ def queue_traces(records: list[StepRecord]) -> list[go.BaseTraceType]:
             card["line"].append(3 if rid in moved else 0)
             for kind in moved.get(rid, []):
                 marks[kind]["x"].append(j + CARD_WIDTH - 0.08)
-                marks[kind]["y"].append(y + 0.36)
+                marks[kind]["y"].append(y + 0.4)
                 marks[kind]["hover"].append(f"{rid}: {MOVE_LABELS[kind]}")
         if len(ids) > MAX_CARDS:
             notes["x"].append(MAX_CARDS + 0.45)
             notes["y"].append(y)
             notes["text"].append(f"+{len(ids) - MAX_CARDS}")
     traces: list[go.BaseTraceType] = [
-        go.Bar(x=card["x"], y=card["y"], base=card["base"], orientation="h", width=0.62, text=card["text"],
+        go.Bar(x=card["x"], y=card["y"], base=card["base"], orientation="h", width=0.7, text=card["text"],
                textposition="inside", insidetextanchor="middle", textangle=0,
                textfont=dict(color=card["font"], size=12),
                hovertext=card["hover"], hoverinfo="text", showlegend=False, name="requests",
@@ -90,8 +91,13 @@ def queue_traces(records: list[StepRecord]) -> list[go.BaseTraceType]:
     return traces
 
 
-def style_axes(fig: Subplots, row: int | None = None, col: int | None = None) -> None:
-    fig.axes(x=dict(range=[-0.7, MAX_CARDS + 0.8], visible=False, fixedrange=True),
+def slots(records: list[StepRecord]) -> int:
+    """Card places per lane: as many as the longest lane needs, between MIN_SLOTS and MAX_CARDS."""
+    return min(MAX_CARDS, max(MIN_SLOTS, *map(len, lanes(records).values())))
+
+
+def style_axes(fig: Subplots, num_slots: int = MAX_CARDS, row: int | None = None, col: int | None = None) -> None:
+    fig.axes(x=dict(range=[-0.7, num_slots + 0.8], visible=False, fixedrange=True),
              y=dict(range=[-0.6, len(LANES) - 0.4], tickvals=list(LANE_Y.values()), ticktext=list(LANE_Y),
                     showgrid=False, zeroline=False, fixedrange=True, tickfont=dict(size=13)), row=row, col=col)
 
@@ -100,7 +106,7 @@ def figure(records: list[StepRecord]) -> go.Figure:
     """Queues after the last of `records` (pass the history up to the step on screen)."""
     fig = Subplots()
     fig.add(queue_traces(records))
-    style_axes(fig)
+    style_axes(fig, slots(records))
     lane_lines = [dict(type="line", xref="x domain", x0=0, x1=1, yref="y", y0=y + 0.5, y1=y + 0.5,
                        line=dict(color="#E4E4E4", width=1)) for y in range(len(LANES) - 1)]
-    return fig.figure("queues", height=250, barmode="overlay", margin=dict(l=8, r=8, t=28, b=8), shapes=lane_lines)
+    return fig.figure("queues", height=280, barmode="overlay", margin=dict(l=8, r=8, t=28, b=8), shapes=lane_lines)

@@ -34,7 +34,7 @@ def figure(records: list[StepRecord]) -> go.Figure:
         fig.add(pool[i:i + 2], row=1, col=1 + i // 2)
     fig.add(queues.queue_traces(records), row=2)
     blocks.style_axes(fig, first, row=1)
-    queues.style_axes(fig, row=2, col=1)
+    queues.style_axes(fig, row=2, col=1)  # room for MAX_CARDS in every frame
     axes = [(t.xaxis, t.yaxis) for t in fig.traces]
     frames = []
     for i, record in enumerate(records):
@@ -44,9 +44,8 @@ def figure(records: list[StepRecord]) -> go.Figure:
         frames.append(go.Frame(data=data, name=str(record.step), layout=dict(title_text=f"Step {record.step}")))
     play = dict(frame=dict(duration=FRAME_MS, redraw=True), transition=dict(duration=0), fromcurrent=True,
                 mode="immediate")
-    rows = blocks.grids(first)[0].rows
     return fig.figure(
-        "replay", height=460 + rows * blocks.CELL_PX, frames=frames, showlegend=False,
+        "replay", height=460 + blocks.num_rows(first) * blocks.CELL_PX, frames=frames, showlegend=False,
         title=dict(text=f"Step {first.step}", x=0, font_size=15), barmode="overlay", margin=dict(l=8, r=8, t=56, b=90),
         updatemenus=[dict(type="buttons", direction="left", x=0, y=-0.06, xanchor="left", yanchor="top",
                           showactive=False, buttons=[
