@@ -12,7 +12,7 @@ each question (`hold`); lab/lesson_page.py lists the lessons and the glossary.
 
 import streamlit as st
 
-from lab import ab_page, controls, lesson_page, lesson_panel, presenter, share, views
+from lab import ab_page, controls, lesson_page, lesson_panel, presenter, share, sweep_page, views
 from lab.state import session_run
 
 st.set_page_config(page_title="Scheduler Loop Lab", page_icon="🧮", layout="wide")
@@ -40,6 +40,7 @@ def lessons() -> None:
 LAB = st.Page(lab, title="Step the scheduler", icon="🧮", url_path="lab", default=True)
 PAGES = [LAB, st.Page(lessons, title="Lessons", icon="🎓", url_path="lessons"),
          st.Page(lesson_page.glossary, title="Glossary", icon="📖", url_path="glossary"),
-         st.Page(ab_page.page, title="A/B: two configs", icon="⚖️", url_path="ab")]
+         st.Page(ab_page.page, title="A/B: two configs", icon="⚖️", url_path="ab"),
+         st.Page(sweep_page.page, title="Sweep a knob", icon="📈", url_path="sweep")]
 
 st.navigation(PAGES).run()

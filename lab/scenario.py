@@ -191,6 +191,11 @@ def _parse(text: str, tp: object) -> object:
     return text
 
 
+def parse_knob(knob: str, text: str) -> object:
+    """One knob's value as a person types it (true, none, 0.1); ValueError says what was expected."""
+    return _parse(text, _KNOB_TYPES[knob])
+
+
 class _Decoder:
     """Collects the scenario and one warning per parameter it could not use."""
 
@@ -233,7 +238,7 @@ class _Decoder:
                 self.warn(key, f"unknown knob {knob!r} (knobs: {', '.join(LINK_KNOBS)})")
                 continue
             try:
-                parsed = _parse(value, _KNOB_TYPES[knob])
+                parsed = parse_knob(knob, value)
                 # Validate with the knobs accepted so far, so a clash between two knobs is caught too.
                 dataclasses.replace(base, **knobs, **{knob: parsed})
             except ValueError as exc:
@@ -283,7 +288,7 @@ class _Decoder:
                 self.warn(key, f"the step must be in [0, {MAX_STEP}]")
                 continue
             try:
-                parsed = _parse(value, _KNOB_TYPES[knob])
+                parsed = parse_knob(knob, value)
                 dataclasses.replace(base, **{knob: parsed})  # validates
             except ValueError as exc:
                 self.warn(key, str(exc))

@@ -26,6 +26,13 @@ def at(lab_model, monkeypatch) -> AppTest:
     return app
 
 
+def open_page(page: str) -> AppTest:
+    """One page of the lab on its own, e.g. page='ab_page' runs lab.ab_page.page()."""
+    app = AppTest.from_string(f"from lab import {page}\n{page}.page()", default_timeout=120).run()
+    assert not app.exception, app.exception
+    return app
+
+
 def run_of(app: AppTest):
     return app.session_state["lab_run"]
 

@@ -6,20 +6,17 @@ import json
 
 import pytest
 from streamlit.testing.v1 import AppTest
+from test_app import open_page
 
 from engine import Engine
 from engine.workload import submit
 from lab.compare import diff_table
 
-PAGE = "from lab import ab_page\nab_page.page()"
-
 
 @pytest.fixture
 def ab(lab_model, monkeypatch) -> AppTest:
     monkeypatch.setenv("LAB_MODEL", lab_model)
-    app = AppTest.from_string(PAGE, default_timeout=120).run()
-    assert not app.exception, app.exception
-    return app
+    return open_page("ab_page")
 
 
 def press(app: AppTest, label: str) -> AppTest:

@@ -1,4 +1,4 @@
-"""Presenter mode, share links and the A/B page in a real browser (Chromium through Playwright).
+"""Presenter mode, share links, the A/B and sweep pages in a real browser (Chromium through Playwright).
 
 Uses the server and browser fixtures of test_browser.py (one `streamlit run` for
 this module). Screenshots land in artifacts/ for a human to judge how they read
@@ -110,3 +110,18 @@ def test_ab_page_side_by_side(context, server):
     page.wait_for_timeout(1500)
     screenshot(page, "ab_page_full.png")
     assert_no_exception(page)
+
+
+def test_sweep_page_runs_the_lab_workload_per_value(context, server):
+    page = context.new_page()
+    page.goto(f"{server}/sweep")
+    page.locator(".st-key-sweep_values input").fill("4, 8, 16")
+    page.locator(".st-key-sweep_values input").press("Enter")
+    button(page, "Run the sweep").click()
+    page.get_by_text("max_num_batched_tokens: 3 runs of").wait_for()
+    page.get_by_test_id("stDataFrame").wait_for()
+    page.wait_for_load_state("networkidle")
+    assert_no_exception(page)
+    page.set_viewport_size({"width": VIEWPORT["width"], "height": 1500})
+    page.wait_for_timeout(1500)
+    screenshot(page, "sweep_page.png")

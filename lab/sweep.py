@@ -1,0 +1,151 @@
+"""A knob sweep: the lab's workload run to the end once for each value of one knob.
+
+The A/B page compares two configs step by step. A sweep shows which way the
+metrics move as one knob moves: the token budget against first-token and
+inter-token latency, the pool size against preemptions, the page size against
+what a request can hold. Every run is deterministic, so the same config,
+workload and values give the same table on any machine. Latencies are in steps,
+and only tokens/s depends on this machine's speed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+from engine import Engine, EngineConfig, load_model
+from engine.workload import WorkloadItem, submit
+from lab.charts.style import Subplots
+from lab.export import run_metrics
+from lab.scenario import parse_knob
+
+# The knobs a sweep may vary, with the values it suggests. Not the model, device, dtype or
+# seed: those change what is run, not how it is scheduled.
+SUGGESTED = {
+    "max_num_batched_tokens": "16, 32, 64, 128, 256",
+    "max_num_seqs": "1, 2, 4, 8, 16",
+    "enable_chunked_prefill": "false, true",
+    "long_prefill_token_threshold": "0, 8, 16, 32",
+    "step_order": "decode_first, prefill_first",
+    "scheduling_policy": "fcfs, priority",
+    "preemption_mode": "recompute, swap",
+    "victim_rule": "policy, fewest_generated",
+    "watermark": "0, 0.05, 0.1, 0.2",
+    "num_gpu_blocks": "16, 24, 32, 48, 64",
+    "block_size": "4, 8, 16, 32",
+    "num_cpu_blocks": "0, 16, 64",
+    "enable_prefix_caching": "false, true",
+    "kv_allocation": "paged, contiguous",
+}
+MAX_VALUES = 8
+MAX_STEPS = 5_000  # per run; a run still going then is reported as unfinished
+
+# Table columns: (heading, aggregate key, statistic or None).
+COLUMNS = (
+    ("TTFT p50 (steps)", "ttft_steps", "p50"),
+    ("TTFT p95 (steps)", "ttft_steps", "p95"),
+    ("ITL p95 (steps)", "itl_steps", "p95"),
+    ("ITL max (steps)", "itl_steps", "max"),
+    ("e2e p95 (steps)", "e2e_steps", "p95"),
+    ("steps to finish", "num_steps", None),
+    ("tokens/step", "throughput_tokens_per_step", None),
+    ("tokens/s", "throughput_tokens_per_s", None),
+    ("preemptions", "num_preemptions", None),
+    ("recomputed tokens", "num_recomputed_tokens", None),
+    ("peak KV usage", "peak_kv_cache_usage_perc", None),
+    ("rejected", "num_requests_rejected", None),
+)
+# Figure panels: (title, [(line name, column heading)]).
+PANELS = (
+    ("Time to first token (steps)", [("p50", "TTFT p50 (steps)"), ("p95", "TTFT p95 (steps)")]),
+    ("Inter-token latency (steps)", [("p95", "ITL p95 (steps)"), ("max", "ITL max (steps)")]),
+    ("Throughput (tokens per step)", [("tokens/step", "tokens/step")]),
+    ("Repeated work", [("preemptions", "preemptions"), ("recomputed tokens", "recomputed tokens")]),
+)
+LINE_COLORS = ("#0072B2", "#D55E00")
+LINE_DASHES = ("solid", "dash")  # where two lines coincide, the dashed one still shows the other
+
+
+def parse_values(knob: str, text: str, base: EngineConfig) -> list:
+    """The comma-separated values of a sweep, each checked as the engine checks it.
+    ValueError names the knob and the value that is wrong."""
+    if knob not in SUGGESTED:
+        raise ValueError(f"a sweep can vary {', '.join(SUGGESTED)}; not {knob!r}")
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise ValueError(f"give the values of {knob} to try, separated by commas, e.g. {SUGGESTED[knob]}")
+    if len(items) > MAX_VALUES:
+        raise ValueError(f"at most {MAX_VALUES} values in one sweep; got {len(items)}")
+    values = []
+    for item in items:
+        try:
+            value = parse_knob(knob, item)
+            dataclasses.replace(base, **{knob: value})  # validates, with every other knob as it is
+        except ValueError as exc:
+            raise ValueError(f"{knob} = {item!r} cannot be run: {exc}") from None
+        if value not in values:
+            values.append(value)
+    return values
+
+
+@dataclass
+class SweepPoint:
+    value: object
+    metrics: dict  # lab.export.run_metrics of the run
+    finished: bool
+
+
+def run_sweep(base: EngineConfig, workload: list[WorkloadItem], knob: str, values: list,
+              progress: Callable[[int], None] = lambda done: None, max_steps: int = MAX_STEPS) -> list[SweepPoint]:
+    """One fresh engine per value, each run to the end; progress(i) after the i-th run."""
+    loaded = load_model(base.model, base.device, base.dtype)  # cached: every run shares the weights
+    points = []
+    for value in values:
+        engine = Engine(dataclasses.replace(base, **{knob: value}), loaded)
+        submit(engine, workload)
+        records = engine.run(max_steps)
+        points.append(SweepPoint(value, run_metrics(records), not engine.has_unfinished_requests()))
+        progress(len(points))
+    return points
+
+
+def _cell(aggregate: dict, key: str, stat: str | None) -> float | None:
+    value = aggregate[key]
+    return value[stat] if stat else value
+
+
+def table(knob: str, points: list[SweepPoint]) -> list[dict]:
+    """One row per value: the knob's value, then every column (None where nothing was measured)."""
+    return [{knob: str(p.value),
+             **{heading: _cell(p.metrics["aggregate"], key, stat) for heading, key, stat in COLUMNS},
+             "finished": p.finished} for p in points]
+
+
+def _title(title: str, lines: list[tuple[str, str]]) -> str:
+    """A panel's title with a colour key for its lines: it stays beside the lines it explains."""
+    if len(lines) == 1:
+        return title
+    key = " ".join(f"<span style='color:{color}'>{'━' if dash == 'solid' else '╍'} {name}</span>"
+                   for (name, _), color, dash in zip(lines, LINE_COLORS, LINE_DASHES, strict=False))
+    return f"{title}  {key}"
+
+
+def figure(knob: str, points: list[SweepPoint]) -> go.Figure:
+    """Small multiples, the knob's values on every x axis in the order they were given."""
+    rows = table(knob, points)
+    x = [row[knob] for row in rows]
+    fig = Subplots(rows=2, cols=2, titles=[_title(title, lines) for title, lines in PANELS], vertical_spacing=0.16,
+                   horizontal_spacing=0.1)
+    for i, (_, lines) in enumerate(PANELS):
+        hover = "%{x}<br>%{fullData.name}: %{y:.3g}<extra></extra>"
+        fig.add([go.Scatter(x=x, y=[row[heading] for row in rows], name=name, mode="lines+markers",
+                            line=dict(color=color, dash=dash), hovertemplate=hover)
+                 for (name, heading), color, dash in zip(lines, LINE_COLORS, LINE_DASHES, strict=False)],
+                row=i // 2 + 1, col=i % 2 + 1)
+    fig.axes(x=dict(type="category"), y=dict(rangemode="tozero"))
+    fig.axes(x=dict(title=dict(text=knob)), row=2)
+    fig.titles_at_left()
+    return fig.figure("sweep", height=560, showlegend=False)

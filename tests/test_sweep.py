@@ -1,0 +1,120 @@
+"""The knob sweep: values read and checked as the engine checks them, each point equal to an
+independent run of that config, the same table every time, and a page that survives bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from test_app import open_page
+
+from engine import Engine, EngineConfig
+from engine.workload import PRESETS, submit
+from lab.export import run_metrics
+from lab.sweep import COLUMNS, MAX_VALUES, PANELS, SUGGESTED, figure, parse_values, run_sweep, table
+
+TIMELESS = {"tokens/s"}  # the one column that is this machine's wall time
+
+
+@pytest.fixture(scope="module")
+def base(tiny_llama) -> EngineConfig:
+    return EngineConfig(model=tiny_llama, block_size=8, num_gpu_blocks=20, num_cpu_blocks=16)
+
+
+@pytest.mark.parametrize(("knob", "text", "expected"), [
+    ("max_num_seqs", " 1, 2,4 ,2", [1, 2, 4]),  # spaces ignored, repeats dropped, order kept
+    ("enable_chunked_prefill", "true, false", [True, False]),
+    ("watermark", "0, 0.1", [0.0, 0.1]),
+    ("step_order", "prefill_first,decode_first", ["prefill_first", "decode_first"]),
+])
+def test_values_are_read_as_the_knob_takes_them(base, knob, text, expected):
+    assert parse_values(knob, text, base) == expected
+
+
+@pytest.mark.parametrize(("knob", "text", "words"), [
+    ("max_num_seqs", "", "give the values of max_num_seqs"),
+    ("max_num_seqs", "4, four", "max_num_seqs = 'four' cannot be run: expected an integer"),
+    ("max_num_seqs", "0", "max_num_seqs = '0' cannot be run: max_num_seqs must be an integer in [1,"),
+    ("step_order", "decode_first, random", "step_order = 'random' cannot be run: step_order must be one of"),
+    ("max_num_seqs", ",".join(map(str, range(1, MAX_VALUES + 2))), f"at most {MAX_VALUES} values"),
+    ("model", "gpt2", "a sweep can vary"),
+])
+def test_bad_values_name_the_knob_and_the_value(base, knob, text, words):
+    with pytest.raises(ValueError) as info:
+        parse_values(knob, text, base)
+    assert words in str(info.value)
+
+
+def test_every_suggestion_is_a_valid_sweep(base):
+    for knob, text in SUGGESTED.items():
+        assert len(parse_values(knob, text, dataclasses.replace(base, num_gpu_blocks=64))) >= 2
+
+
+def test_each_point_is_the_run_of_its_config_and_the_sweep_repeats_exactly(base):
+    workload, base = PRESETS["burst"](), dataclasses.replace(base, num_gpu_blocks=128)  # seats, not pages, limit
+    values = [1, 3, 8]
+    progress = []
+    points = run_sweep(base, workload, "max_num_seqs", values, progress=progress.append)
+    assert progress == [1, 2, 3] and [p.value for p in points] == values and all(p.finished for p in points)
+    for point in points:  # an engine of the same config, stepped here, gives the same numbers
+        engine = Engine(dataclasses.replace(base, max_num_seqs=point.value))
+        submit(engine, workload)
+        expected = run_metrics(engine.run())["aggregate"]
+        for heading, key, stat in COLUMNS:
+            if heading not in TIMELESS:
+                assert table("max_num_seqs", [point])[0][heading] == (expected[key][stat] if stat else expected[key])
+    steps = [row["steps to finish"] for row in table("max_num_seqs", points)]
+    assert steps[0] > steps[-1]  # one seat at a time serves the burst in many more steps than eight
+    again = run_sweep(base, workload, "max_num_seqs", values)
+    strip = [{k: v for k, v in row.items() if k not in TIMELESS} for row in table("max_num_seqs", again)]
+    assert strip == [{k: v for k, v in row.items() if k not in TIMELESS} for row in table("max_num_seqs", points)]
+
+
+def test_figure_draws_the_table(base):
+    points = run_sweep(base, PRESETS["burst"]()[:4], "preemption_mode", ["recompute", "swap"])
+    rows = table("preemption_mode", points)
+    fig = figure("preemption_mode", points)
+    lines = [line for _, panel in PANELS for line in panel]
+    assert len(fig.data) == len(lines)
+    for trace, (name, heading) in zip(fig.data, lines, strict=True):
+        assert trace.name == name and list(trace.x) == ["recompute", "swap"]
+        assert list(trace.y) == [row[heading] for row in rows]
+
+
+# ---- the page ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def page(lab_model, monkeypatch) -> AppTest:
+    monkeypatch.setenv("LAB_MODEL", lab_model)
+    return open_page("sweep_page")
+
+
+def run(app: AppTest, knob: str | None = None, values: str | None = None) -> AppTest:
+    if knob is not None:
+        app.selectbox(key="sweep_knob").set_value(knob).run()
+    if values is not None:
+        app.text_input(key="sweep_values").set_value(values)
+    app.button(key="sweep_run").click().run()
+    assert not app.exception, app.exception
+    return app
+
+
+def shown_rows(app: AppTest) -> list[dict]:
+    (frame,) = [d.value for d in app.dataframe]
+    return frame.to_dict("records")
+
+
+def test_page_runs_a_sweep_and_keeps_it_through_a_bad_one(page):
+    run(page, knob="num_gpu_blocks")
+    assert page.text_input(key="sweep_values").value == SUGGESTED["num_gpu_blocks"]  # the knob's suggestion
+    rows = shown_rows(page)
+    assert [r["num_gpu_blocks"] for r in rows] == [str(v) for v in parse_values(
+        "num_gpu_blocks", SUGGESTED["num_gpu_blocks"], EngineConfig())]
+    (chart,) = page.get("plotly_chart")
+    assert json.loads(chart.proto.spec)["layout"]["uirevision"] == "sweep"
+    run(page, values="16, lots")
+    assert "num_gpu_blocks = 'lots' cannot be run" in page.error[0].value
+    assert shown_rows(page) == rows  # the previous sweep is still there
