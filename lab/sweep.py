@@ -43,7 +43,8 @@ SUGGESTED = {
 MAX_VALUES = 8
 MAX_STEPS = 5_000  # per run; a run still going then is reported as unfinished
 
-# Table columns: (heading, aggregate key, statistic or None).
+# Table columns: (heading, aggregate key, statistic or None). Steps are the same on every
+# machine; tokens/s and milliseconds are this machine's wall time.
 COLUMNS = (
     ("TTFT p50 (steps)", "ttft_steps", "p50"),
     ("TTFT p95 (steps)", "ttft_steps", "p95"),
@@ -53,6 +54,8 @@ COLUMNS = (
     ("steps to finish", "num_steps", None),
     ("tokens/step", "throughput_tokens_per_step", None),
     ("tokens/s", "throughput_tokens_per_s", None),
+    ("TTFT p95 (ms)", "ttft_ms", "p95"),
+    ("ITL p95 (ms)", "itl_ms", "p95"),
     ("preemptions", "num_preemptions", None),
     ("recomputed tokens", "num_recomputed_tokens", None),
     ("peak KV usage", "peak_kv_cache_usage_perc", None),
