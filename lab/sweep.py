@@ -136,8 +136,9 @@ def _title(title: str, lines: list[tuple[str, str]]) -> str:
     return f"{title}  {key}"
 
 
-def figure(knob: str, points: list[SweepPoint]) -> go.Figure:
-    """Small multiples, the knob's values on every x axis in the order they were given."""
+def figure(knob: str, points: list[SweepPoint], current: object = None) -> go.Figure:
+    """Small multiples, the knob's values on every x axis in the order they were given; a grey
+    band marks `current` (the lab's own value) where it is one of them."""
     rows = table(knob, points)
     x = [row[knob] for row in rows]
     fig = Subplots(rows=2, cols=2, titles=[_title(title, lines) for title, lines in PANELS], vertical_spacing=0.16,
@@ -148,7 +149,13 @@ def figure(knob: str, points: list[SweepPoint]) -> go.Figure:
                             line=dict(color=color, dash=dash), hovertemplate=hover)
                  for (name, heading), color, dash in zip(lines, LINE_COLORS, LINE_DASHES, strict=False)],
                 row=i // 2 + 1, col=i % 2 + 1)
-    fig.axes(x=dict(type="category"), y=dict(rangemode="tozero"))
+    fig.axes(x=dict(type="category", range=[-0.5, len(x) - 0.5]), y=dict(rangemode="tozero"))
     fig.axes(x=dict(title=dict(text=knob)), row=2)
     fig.titles_at_left()
-    return fig.figure("sweep", height=560, showlegend=False)
+    marks = []
+    if str(current) in x:  # a category axis puts value i at x = i
+        at = x.index(str(current))
+        marks = [dict(type="rect", xref=xaxis.replace("axis", ""), yref=f"{yaxis.replace('axis', '')} domain",
+                      x0=at - 0.3, x1=at + 0.3, y0=0, y1=1, layer="below", fillcolor="#EEEEEE", line_width=0)
+                 for xaxis, yaxis in fig.cells.values()]
+    return fig.figure("sweep", height=560, showlegend=False, shapes=marks)

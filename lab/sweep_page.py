@@ -51,9 +51,9 @@ def results(sweep: dict) -> None:
     if unfinished:
         st.warning(f"Not finished after {MAX_STEPS} steps: {knob} = {', '.join(unfinished)}. Their numbers "
                    "cover only the steps run.")
-    st.caption(f"The lab's current value is **{sweep['current']}**. Latencies are in engine steps, the same on "
-               "every machine; tokens/s is this machine's.")
-    chart(figure(knob, points), "sweep")
+    st.caption(f"The lab's current value is **{sweep['current']}** (shaded where it was swept). Latencies are in "
+               "engine steps, the same on every machine; tokens/s and milliseconds are this machine's.")
+    chart(figure(knob, points, sweep["current"]), "sweep")
     formats = {heading: st.column_config.NumberColumn(format="%.3g") for heading, _, _ in COLUMNS}
     st.dataframe(pd.DataFrame(table(knob, points)), hide_index=True, key="sweep_table", column_config=formats)
 

@@ -75,7 +75,9 @@ def test_each_point_is_the_run_of_its_config_and_the_sweep_repeats_exactly(base)
 def test_figure_draws_the_table(base):
     points = run_sweep(base, PRESETS["burst"]()[:4], "preemption_mode", ["recompute", "swap"])
     rows = table("preemption_mode", points)
-    fig = figure("preemption_mode", points)
+    fig = figure("preemption_mode", points, current="swap")
+    assert [(shape.x0, shape.x1) for shape in fig.layout.shapes] == [(0.7, 1.3)] * len(PANELS)  # "swap" is x=1
+    assert not figure("preemption_mode", points[:1], current="swap").layout.shapes  # not swept: no band
     lines = [line for _, panel in PANELS for line in panel]
     assert len(fig.data) == len(lines)
     for trace, (name, heading) in zip(fig.data, lines, strict=True):
