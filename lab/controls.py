@@ -334,7 +334,8 @@ def step_bar(run: Run, hold: Hold | None = None) -> None:
     playing = st.session_state.get("playing", False)
     done = run.done
     # A small gap leaves the labels room on a laptop beside the sidebar; narrower still, the
-    # buttons show their icons only (views.CSS), each keeping its tooltip.
+    # buttons show their icons only (views.CSS): the label is hidden from sight but still names
+    # the button for a screen reader, and the tooltip stays.
     cols = st.container(key="step_bar").columns([1.1, 1.05, 1, 0.7, 1.05, 1.2, 1.1], vertical_alignment="bottom",
                                                 gap="xsmall")
     cols[0].button("Back", icon=":material/skip_previous:", key="back", on_click=_on_back,

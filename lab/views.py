@@ -40,7 +40,8 @@ CSS = """
 .lab-text {font-family:ui-monospace, monospace; white-space:pre-wrap; font-size:.92em}
 .lab-text mark {background:#FFE08A; padding:0 .1em}
 .st-key-step_bar {container-type: inline-size}
-@container (max-width: 600px) {.st-key-step_bar button p {display: none}}
+@container (max-width: 600px) {.st-key-step_bar button p {position: absolute; width: 1px; height: 1px;
+  overflow: hidden; clip-path: inset(50%); white-space: nowrap}}
 </style>
 """
 

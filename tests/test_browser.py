@@ -167,3 +167,16 @@ def test_back_play_and_pause(page):
     until_paused(page, button(page, "Pause").click)
     assert_no_exception(page)
     screenshot(page, "lab_after_play.png")
+
+
+def test_step_bar_keeps_its_buttons_named_on_a_narrow_screen(page):
+    """Beside the sidebar on a small laptop the step bar shows icons only; each button must still
+    be found (and read out) by its name, and still work."""
+    label = page.locator(".st-key-step button p").first
+    assert label.bounding_box()["width"] > 20  # wide screen: the label is shown
+    page.set_viewport_size({"width": 900, "height": 800})
+    page.wait_for_function("() => document.querySelector('.st-key-step button p').getBoundingClientRect().width <= 1")
+    button(page, "Step").click()  # found by its accessible name, with the label out of sight
+    wait_for_step(page, 0)
+    screenshot(page, "lab_narrow.png")
+    assert_no_exception(page)
