@@ -155,7 +155,7 @@ def figure(knob: str, points: list[SweepPoint], current: object = None) -> go.Fi
     marks = []
     if str(current) in x:  # a category axis puts value i at x = i
         at = x.index(str(current))
-        marks = [dict(type="rect", xref=xaxis.replace("axis", ""), yref=f"{yaxis.replace('axis', '')} domain",
-                      x0=at - 0.3, x1=at + 0.3, y0=0, y1=1, layer="below", fillcolor="#EEEEEE", line_width=0)
-                 for xaxis, yaxis in fig.cells.values()]
+        marks = [dict(type="rect", xref=x_ref, yref=f"{y_ref} domain", x0=at - 0.3, x1=at + 0.3, y0=0, y1=1,
+                      layer="below", fillcolor="#EEEEEE", line_width=0)
+                 for x_ref, y_ref in (fig.refs(row, col) for row, col in fig.cells)]
     return fig.figure("sweep", height=560, showlegend=False, shapes=marks)

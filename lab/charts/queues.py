@@ -43,15 +43,16 @@ def _card_hover(view: RequestView, moved: list[str]) -> str:
     return "<br>".join(lines)
 
 
-def queue_traces(records: list[StepRecord]) -> list[go.BaseTraceType]:
-    """Cards (one bar trace), lane counts and overflow notes (one text trace), one trace per move mark."""
+def queue_traces(records: list[StepRecord], lane_ids: dict[str, list[str]]) -> list[go.BaseTraceType]:
+    """Cards (one bar trace), lane counts and overflow notes (one text trace), one trace per move mark.
+    lane_ids: lanes(records), computed once by the caller, which sizes the axes from it too."""
     views = latest_views(records)
     moved = moves(records[-1])
     show_priority = len({v.priority for v in views.values()}) > 1
     card = dict(x=[], y=[], base=[], color=[], text=[], font=[], hover=[], line=[])
     notes = dict(x=[], y=[], text=[])
     marks = {kind: dict(x=[], y=[], hover=[]) for kind in MOVE_MARKS}
-    for lane, ids in lanes(records).items():
+    for lane, ids in lane_ids.items():
         y = LANE_Y[lane]
         notes["x"].append(-0.35)
         notes["y"].append(y)
@@ -91,9 +92,9 @@ def queue_traces(records: list[StepRecord]) -> list[go.BaseTraceType]:
     return traces
 
 
-def slots(records: list[StepRecord]) -> int:
+def slots(lane_ids: dict[str, list[str]]) -> int:
     """Card places per lane: as many as the longest lane needs, between MIN_SLOTS and MAX_CARDS."""
-    return min(MAX_CARDS, max(MIN_SLOTS, *map(len, lanes(records).values())))
+    return min(MAX_CARDS, max(MIN_SLOTS, *map(len, lane_ids.values())))
 
 
 def style_axes(fig: Subplots, num_slots: int = MAX_CARDS, row: int | None = None, col: int | None = None) -> None:
@@ -105,8 +106,9 @@ def style_axes(fig: Subplots, num_slots: int = MAX_CARDS, row: int | None = None
 def figure(records: list[StepRecord]) -> go.Figure:
     """Queues after the last of `records` (pass the history up to the step on screen)."""
     fig = Subplots()
-    fig.add(queue_traces(records))
-    style_axes(fig, slots(records))
+    lane_ids = lanes(records)
+    fig.add(queue_traces(records, lane_ids))
+    style_axes(fig, slots(lane_ids))
     lane_lines = [dict(type="line", xref="x domain", x0=0, x1=1, yref="y", y0=y + 0.5, y1=y + 0.5,
                        line=dict(color="#E4E4E4", width=1)) for y in range(len(LANES) - 1)]
     return fig.figure("queues", height=280, barmode="overlay", margin=dict(l=8, r=8, t=28, b=8), shapes=lane_lines)

@@ -17,7 +17,8 @@ FRAME_MS = 400
 
 def _traces(records: list[StepRecord], i: int) -> list[go.BaseTraceType]:
     previous = records[i - 1] if i else None
-    return blocks.pool_traces(records[i], previous) + queues.queue_traces(records[: i + 1])
+    upto = records[: i + 1]
+    return blocks.pool_traces(records[i], previous) + queues.queue_traces(upto, queues.lanes(upto))
 
 
 def figure(records: list[StepRecord]) -> go.Figure:
@@ -32,7 +33,7 @@ def figure(records: list[StepRecord]) -> go.Figure:
     pool = blocks.pool_traces(first, records[-2] if len(records) > 1 else None)
     for i in range(0, len(pool), 2):  # a heatmap and its "changed" marks per pool
         fig.add(pool[i:i + 2], row=1, col=1 + i // 2)
-    fig.add(queues.queue_traces(records), row=2)
+    fig.add(queues.queue_traces(records, queues.lanes(records)), row=2)
     blocks.style_axes(fig, first, row=1)
     queues.style_axes(fig, row=2, col=1)  # room for MAX_CARDS in every frame
     axes = [(t.xaxis, t.yaxis) for t in fig.traces]

@@ -73,10 +73,15 @@ class Subplots:
             annotation["text"] = title
         self.traces: list[go.BaseTraceType] = []
 
-    def add(self, traces: list[go.BaseTraceType], row: int = 1, col: int = 1) -> None:
+    def refs(self, row: int = 1, col: int = 1) -> tuple[str, str]:
+        """The cell's axes as traces and shapes name them: ("x2", "y2") for "xaxis2", "yaxis2"."""
         xaxis, yaxis = self.cells[row, col]
+        return xaxis.replace("axis", ""), yaxis.replace("axis", "")
+
+    def add(self, traces: list[go.BaseTraceType], row: int = 1, col: int = 1) -> None:
+        x, y = self.refs(row, col)
         for trace in traces:
-            trace.update(xaxis=xaxis.replace("axis", ""), yaxis=yaxis.replace("axis", ""))  # "xaxis2" -> "x2"
+            trace.update(xaxis=x, yaxis=y)
             self.traces.append(trace)
 
     def axes(self, x: dict | None = None, y: dict | None = None, row: int | None = None,
