@@ -8,8 +8,12 @@ pages, sized for the longest the request could ever get, reserved at admission.
 
 With prefix caching, every full page is named by a hash chained over its parent
 page's hash and its own tokens, so equal prefixes get equal names and a new
-request can reuse them. A freed page keeps its name (it is "cached-free") until
-the allocator needs the space and evicts it, least recently freed first.
+request can reuse them. As in vLLM v1, a page is named when it is allocated (its
+tokens are known before they are computed), so two requests admitted in the same
+step already share their common prefix. A freed page keeps its name (it is
+"cached-free") until the allocator needs the space and evicts it. One free queue
+serves both kinds: pages with no name are put at its head (reused first), named
+ones at its tail, so cached prefixes are evicted least recently freed first.
 """
 
 from __future__ import annotations
@@ -50,7 +54,8 @@ class BlockManager:
         self.blocks = [Block(i) for i in range(config.num_gpu_blocks)]
         # Head is allocated next. Freed pages join the tail, so cached prefixes live as long as possible.
         self.free_queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(config.num_gpu_blocks))
-        self.cached: dict[str, int] = {}  # prefix hash -> block id
+        # prefix hash -> the pages holding it, oldest first (two requests can compute equal pages apart).
+        self.cached: dict[str, dict[int, None]] = {}
         # Kept up to date by every ref-count change, so accounting never scans the pool or the cache.
         self._num_cached_free = 0
         self.req_blocks: dict[str, list[int]] = {}
@@ -112,23 +117,23 @@ class BlockManager:
         for h in self._full_block_hashes(req)[:limit]:
             if h not in self.cached:
                 break
-            hit.append(self.cached[h])
+            hit.append(next(iter(self.cached[h])))
         return hit
 
-    def cache_full_blocks(self, req: Request) -> None:
-        """Name each newly filled page by its prefix hash so later requests can share it."""
+    def cache_full_blocks(self, req: Request, num_tokens: int) -> None:
+        """Name each page that the request's first num_tokens tokens fill, so others can share it."""
         if not self.prefix_caching:
             return
         rid = req.request_id
         table = self.req_blocks[rid]
         hashes = self._full_block_hashes(req)
         start = self.req_num_hashed.get(rid, 0)
-        end = min(req.num_computed_tokens // self.block_size, len(table))
+        end = min(num_tokens // self.block_size, len(table))
         tokens = req.all_token_ids
         for i in range(start, end):
             block = self.blocks[table[i]]
-            if hashes[i] not in self.cached and block.block_hash is None:
-                self.cached[hashes[i]] = block.block_id
+            if block.block_hash is None:
+                self.cached.setdefault(hashes[i], {})[block.block_id] = None
                 block.block_hash = hashes[i]
                 block.token_ids = tuple(tokens[i * self.block_size:(i + 1) * self.block_size])
                 block.first_position = i * self.block_size
@@ -167,6 +172,8 @@ class BlockManager:
         for b in new_ids:
             self._ref(b)
         self.req_blocks[req.request_id] = self.req_blocks.get(req.request_id, []) + list(hit_blocks) + new_ids
+        self.cache_full_blocks(req, min(req.num_tokens, req.num_computed_tokens + len(hit_blocks) * self.block_size
+                                        + num_new_tokens))
         return True
 
     def _free_run_ends(self):
@@ -193,7 +200,10 @@ class BlockManager:
         block = self.blocks[block_id]
         if block.block_hash is not None:  # reusing a cached-free page evicts its prefix
             self.evictions.append((block_id, block.block_hash))
-            del self.cached[block.block_hash]
+            holders = self.cached[block.block_hash]
+            del holders[block_id]
+            if not holders:
+                del self.cached[block.block_hash]
             block.block_hash, block.token_ids, block.text = None, (), None
             self._num_cached_free -= 1
         return block_id
@@ -210,9 +220,10 @@ class BlockManager:
         """Drop the request's references; returns how many pages became free.
 
         Pages are released last-first so the tail of a prompt, the part least likely
-        to be shared, is evicted before its head.
+        to be shared, is evicted before its head; unnamed pages go to the head of the
+        queue, the tail page first, so they are reused before any cached prefix.
         """
-        freed = 0
+        freed, unnamed = 0, []
         for b in reversed(self.req_blocks.pop(req.request_id, [])):
             block = self.blocks[b]
             block.ref_count -= 1
@@ -221,6 +232,10 @@ class BlockManager:
                 freed += 1
                 if block.block_hash is not None:
                     self._num_cached_free += 1
+                else:
+                    unnamed.append(b)
+        for b in reversed(unnamed):
+            self.free_queue.move_to_end(b, last=False)
         self.req_num_hashed.pop(req.request_id, None)
         return freed
 
@@ -256,7 +271,7 @@ class BlockManager:
         del self.cpu_req_blocks[req.request_id]
         for c in cpu_ids:
             heapq.heappush(self.cpu_free, c)
-        self.cache_full_blocks(req)
+        self.cache_full_blocks(req, req.num_computed_tokens)
         return list(zip(cpu_ids, gpu_ids, strict=True))
 
     # ---- drawing ----------------------------------------------------------------------------
@@ -288,12 +303,13 @@ class BlockManager:
                         ref_count=block.ref_count if block else 1,
                         prefix_hash=block.block_hash if block else None,
                         first_position=first, num_tokens=held, text=texts[i][1])
-        for h, b in self.cached.items():
-            block = self.blocks[b]
-            if block.ref_count == 0:
-                if block.text is None:
-                    block.text = text_of(list(block.token_ids))
-                states[("gpu", b)] = BlockState(
-                    block_id=b, device="gpu", state="cached", owners=[], ref_count=0, prefix_hash=h,
-                    first_position=block.first_position, num_tokens=len(block.token_ids), text=block.text)
+        for h, holders in self.cached.items():
+            for b in holders:
+                block = self.blocks[b]
+                if block.ref_count == 0:
+                    if block.text is None:
+                        block.text = text_of(list(block.token_ids))
+                    states[("gpu", b)] = BlockState(
+                        block_id=b, device="gpu", state="cached", owners=[], ref_count=0, prefix_hash=h,
+                        first_position=block.first_position, num_tokens=len(block.token_ids), text=block.text)
         return sorted(states.values(), key=lambda s: (s.device != "gpu", s.block_id))

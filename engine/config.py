@@ -7,6 +7,7 @@ so the lab can show that message and keep the previous run.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -17,6 +18,7 @@ STEP_ORDERS = ("decode_first", "prefill_first")
 SCHEDULING_POLICIES = ("fcfs", "priority")
 PREEMPTION_MODES = ("recompute", "swap")
 VICTIM_RULES = ("policy", "fewest_generated")
+ADMISSION_RESERVES = ("prompt", "output_estimate", "max_tokens")
 KV_ALLOCATIONS = ("paged", "contiguous")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "float16", "bfloat16")
@@ -24,7 +26,37 @@ DTYPES = ("float32", "float16", "bfloat16")
 # The rest shape the model, the KV pool or the allocator, and need a fresh engine.
 LIVE_KNOBS = frozenset({"max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill",
                         "long_prefill_token_threshold", "step_order", "scheduling_policy", "preemption_mode",
-                        "victim_rule", "watermark"})
+                        "victim_rule", "watermark", "preempt_on_admission", "admission_reserve", "engine_preset"})
+
+# The rules each engine follows; engine_preset sets them together, and any knob given beside it
+# overrides its preset's value. What each preset approximates is in the README ("Engine presets").
+PRESET_RULES: dict[str, dict[str, object]] = {
+    # vllm/v1/core/sched/scheduler.py (vLLM 0.32): one token budget, running requests first, chunked
+    # prefill on, recompute preemption, a waiting request never evicts a running one.
+    "vllm_v1": dict(step_order="decode_first", enable_chunked_prefill=True, preemption_mode="recompute",
+                    victim_rule="policy", watermark=0.0, preempt_on_admission=False, admission_reserve="prompt"),
+    # vllm/core/scheduler.py (v0 without chunked prefill): prefill-only steps, a 1% watermark, swap
+    # (v0 swapped multi-sequence groups; one-sequence requests recomputed unless preemption_mode said
+    # swap), and under priority a waiting request preempts lower-priority running ones.
+    "vllm_v0": dict(step_order="prefill_first", enable_chunked_prefill=False, preemption_mode="swap",
+                    victim_rule="policy", watermark=0.01, preempt_on_admission=True, admission_reserve="prompt"),
+    # sglang/srt/managers/scheduler.py + schedule_policy.py: prefill batches first (chunked), admission
+    # charges running requests new_token_ratio x their remaining output, retraction of the fewest-generated.
+    "sglang": dict(step_order="prefill_first", enable_chunked_prefill=True, preemption_mode="recompute",
+                   victim_rule="fewest_generated", watermark=0.0, preempt_on_admission=False,
+                   admission_reserve="output_estimate"),
+    # TensorRT-LLM capacity scheduler, GUARANTEED_NO_EVICT (its default): admit only what can run to
+    # max_tokens beside every running request's own max_tokens, so nothing is ever evicted.
+    "trtllm_no_evict": dict(step_order="decode_first", enable_chunked_prefill=False, preemption_mode="recompute",
+                            victim_rule="policy", watermark=0.0, preempt_on_admission=False,
+                            admission_reserve="max_tokens"),
+    # TensorRT-LLM MAX_UTILIZATION: admit on today's need and pause (evict, recompute later) the newest
+    # request when the KV cache runs out.
+    "trtllm_max_util": dict(step_order="decode_first", enable_chunked_prefill=False, preemption_mode="recompute",
+                            victim_rule="policy", watermark=0.0, preempt_on_admission=False,
+                            admission_reserve="prompt"),
+}
+ENGINE_PRESETS = tuple(PRESET_RULES)
 
 
 def _check(ok: bool, knob: str, allowed: str, value: object) -> None:
@@ -96,6 +128,13 @@ class EngineConfig:
     victim_rule: str = "policy"
     # Fraction of the pool kept free when admitting waiting requests, so running ones can grow.
     watermark: float = 0.0
+    # Under the priority policy, may a waiting request evict lower-priority running ones (vLLM v0)?
+    preempt_on_admission: bool = False
+    # What must fit before a waiting request is admitted: 'prompt' (its whole current sequence, vLLM),
+    # 'output_estimate' (plus a share of everyone's remaining output, SGLang) or 'max_tokens' (everyone
+    # at full length, TensorRT-LLM's GUARANTEED_NO_EVICT).
+    admission_reserve: str = "prompt"
+    engine_preset: str = "vllm_v1"
     enable_prefix_caching: bool = False
     kv_allocation: str = "paged"
 
@@ -124,6 +163,10 @@ class EngineConfig:
         _check_choice("victim_rule", self.victim_rule, VICTIM_RULES)
         _check(isinstance(self.watermark, (int, float)) and 0 <= self.watermark < 1, "watermark",
                "a fraction in [0, 1)", self.watermark)
+        _check(isinstance(self.preempt_on_admission, bool), "preempt_on_admission", "True or False",
+               self.preempt_on_admission)
+        _check_choice("admission_reserve", self.admission_reserve, ADMISSION_RESERVES)
+        _check_choice("engine_preset", self.engine_preset, ENGINE_PRESETS)
         _check(isinstance(self.enable_prefix_caching, bool), "enable_prefix_caching", "True or False",
                self.enable_prefix_caching)
         _check_choice("kv_allocation", self.kv_allocation, KV_ALLOCATIONS)
@@ -133,7 +176,22 @@ class EngineConfig:
 
     @property
     def watermark_blocks(self) -> int:
-        return math.ceil(self.watermark * self.num_gpu_blocks)
+        """Rounded down, as both vLLM versions do: a 1% watermark keeps no page free in a pool under 100."""
+        return math.floor(self.watermark * self.num_gpu_blocks)
+
+    @classmethod
+    def for_preset(cls, engine_preset: str = "vllm_v1", **knobs) -> EngineConfig:
+        """The config of one engine's rules, with any knob given overriding its preset's value."""
+        _check_choice("engine_preset", engine_preset, ENGINE_PRESETS)
+        return cls(engine_preset=engine_preset, **{**PRESET_RULES[engine_preset], **knobs})
+
+    def with_changes(self, **changes) -> EngineConfig:
+        """This config with changes applied; a new engine_preset brings its rules (other changes win)."""
+        if "engine_preset" in changes:
+            preset = changes["engine_preset"]
+            _check_choice("engine_preset", preset, ENGINE_PRESETS)
+            changes = {**PRESET_RULES[preset], **changes}
+        return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -145,7 +203,7 @@ class EngineConfig:
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown knob(s): {', '.join(unknown)}; known knobs: {', '.join(sorted(known))}")
-        return cls(**data)
+        return cls.for_preset(**data) if "engine_preset" in data else cls(**data)
 
 
 # One line per knob, shared by the CLI's --help and the lab's tooltips.
@@ -163,13 +221,20 @@ KNOB_HELP = {
     "enable_chunked_prefill": "split long prompts across steps to fit the token budget",
     "long_prefill_token_threshold": "with chunked prefill, the largest chunk one request may take per step (0: no cap)",
     "step_order": "'decode_first' (vLLM v1: decodes and prefill chunks share a step) or 'prefill_first' "
-                  "(vLLM v0 / SGLang: prefill-only steps whenever new prompts fit)",
-    "scheduling_policy": "'fcfs' (arrival order) or 'priority' (lower priority value first; may preempt)",
+                  "(vLLM v0 without chunked prefill, SGLang: prefill-only steps whenever new prompts fit)",
+    "scheduling_policy": "'fcfs' (arrival order) or 'priority' (lower priority value served first)",
     "preemption_mode": "what a preempted request loses: 'recompute' (drop its KV, recompute later) or 'swap' "
                        "(copy its KV pages to CPU memory)",
     "victim_rule": "who is preempted: 'policy' (follows scheduling_policy, as vLLM) or 'fewest_generated' "
                    "(SGLang's retraction order)",
     "watermark": "fraction of the pool kept free when admitting, so running requests can grow",
+    "preempt_on_admission": "under the priority policy, a waiting request may evict lower-priority running ones "
+                            "(vLLM v0; v1 only lets it jump the queue)",
+    "admission_reserve": "what must fit to admit: 'prompt' (its whole sequence, vLLM), 'output_estimate' (plus a "
+                         "share of remaining output, SGLang) or 'max_tokens' (all at full length, TensorRT-LLM "
+                         "GUARANTEED_NO_EVICT)",
+    "engine_preset": "a named engine's rules set together: " + ", ".join(PRESET_RULES) + " (knobs given beside it "
+                     "override it)",
     "enable_prefix_caching": "let requests share KV pages of equal prompt prefixes",
     "kv_allocation": "'paged' (a page at a time, anywhere) or 'contiguous' (one run sized for the longest "
                      "possible output, reserved at admission)",

@@ -8,7 +8,6 @@ pages go back to the pool) and returns a StepRecord of all of it.
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import time
 
@@ -48,7 +47,8 @@ class Engine:
         self._pending: list[tuple[int, int, Request]] = []
         self._events: list[Event] = []  # said between steps, reported with the next one
         self.counters = dict(num_preemptions=0, num_recomputed_tokens=0, num_swapped_blocks=0,
-                             prefix_cache_queries=0, prefix_cache_hits=0)
+                             prefix_cache_queries=0, prefix_cache_hits=0, preempted_prefix_cache_queries=0,
+                             preempted_prefix_cache_hits=0)
 
     # ---- requests ---------------------------------------------------------------------------
 
@@ -109,8 +109,8 @@ class Engine:
         if restart:
             raise ValueError(f"{', '.join(restart)} cannot change on a running engine (they shape the model, "
                              "the KV pool or the allocator): start a new engine")
-        updated = dataclasses.replace(self.config, **changes)  # validates
-        for knob in changes:
+        updated = self.config.with_changes(**changes)  # validates
+        for knob in LIVE_KNOBS:  # a preset brings its rules with it
             setattr(self.config, knob, getattr(updated, knob))
 
     def has_unfinished_requests(self) -> bool:
@@ -126,8 +126,9 @@ class Engine:
         events += out.events
         for e in out.events:
             if e.kind == "admitted":
-                self.counters["prefix_cache_queries"] += e.data["query_tokens"]
-                self.counters["prefix_cache_hits"] += e.data["prefix_hit_tokens"]
+                kind = "preempted_prefix_cache" if e.data["resumed"] else "prefix_cache"
+                self.counters[f"{kind}_queries"] += e.data["query_tokens"]
+                self.counters[f"{kind}_hits"] += e.data["prefix_hit_tokens"]
         events += [Event("evicted", None, f"page {b} was reused, so the cached prefix {h} it held is forgotten",
                          {"block": b, "hash": h}) for b, h in self.blocks.evictions]
         self.blocks.evictions.clear()
@@ -173,7 +174,6 @@ class Engine:
                                 "steps", {"start": req.num_computed_tokens, "num_tokens": n}))
         req.num_computed_tokens += n
         req.peak_computed_tokens = max(req.peak_computed_tokens, req.num_computed_tokens)
-        self.blocks.cache_full_blocks(req)
         if token is not None:
             req.output_token_ids.append(token)
             req.output_text += self.loaded.token_text(token)

@@ -105,8 +105,11 @@ class StepStats:
     num_preemptions: int
     num_recomputed_tokens: int
     num_swapped_blocks: int
+    # New requests' lookups; a preempted request finding its own pages again is counted apart, as vLLM does.
     prefix_cache_queries: int
     prefix_cache_hits: int
+    preempted_prefix_cache_queries: int = 0
+    preempted_prefix_cache_hits: int = 0
 
 
 @dataclass

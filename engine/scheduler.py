@@ -16,6 +16,10 @@ from engine.records import Event
 from engine.request import Request, RequestStatus
 from engine.waiting_queue import waiting_queue
 
+# SGLang's starting new_token_ratio (SGLANG_INIT_NEW_TOKEN_RATIO). SGLang decays it toward 0.098 over
+# 600 decode steps and raises it after a retraction; the lab holds it at 0.7.
+SGLANG_NEW_TOKEN_RATIO = 0.7
+
 
 @dataclass
 class SchedulerOutput:
@@ -72,27 +76,35 @@ class Scheduler:
     # ---- the three queues -------------------------------------------------------------------
 
     def _schedule_running(self, out: SchedulerOutput, prefills_only: bool = False) -> None:
-        for req in list(self.running):
-            if req.status != RequestStatus.RUNNING or (prefills_only and req.is_decoding):
-                continue  # preempted earlier in this loop, or a decode during a prefill-only step
-            n = self._num_new_tokens(req, out.token_budget)
-            if n == 0:
-                out.note("blocked", req, f"token budget: the step's {self.config.max_num_batched_tokens} "
-                         "tokens are already taken by requests ahead of it", limit="token_budget")
+        """In running order while budget lasts; a request that cannot get a page preempts the
+        victim rule's choice, and if that is itself, the pass ends (vLLM v1's `break`)."""
+        i = 0
+        while i < len(self.running) and out.token_budget > 0:
+            req = self.running[i]
+            if prefills_only and req.is_decoding:
+                i += 1
                 continue
+            n = self._num_new_tokens(req, out.token_budget, req.num_computed_tokens)
             while not self.blocks.allocate(req, n):
                 victim, rule = self._pick_victim(self.running)
+                if self.running.index(victim) < i:
+                    i -= 1
                 self._preempt(victim, out, f"{req.request_id} needed a new KV page and none was free; {rule}")
                 if victim is req:
                     break
-            else:
-                out.add(req, n)
-
+            if req.status != RequestStatus.RUNNING:
+                break
+            out.add(req, n)
+            i += 1
+        for req in self.running[i:]:
+            if out.token_budget == 0 and req.request_id not in out.scheduled:
+                out.note("blocked", req, f"token budget: the step's {self.config.max_num_batched_tokens} "
+                         "tokens are already taken by requests ahead of it", limit="token_budget")
     def _schedule_swapped(self, out: SchedulerOutput) -> None:
         for req in list(self.swapped):
             if not self._has_seat(req, out):
                 return
-            n = self._num_new_tokens(req, out.token_budget)
+            n = self._num_new_tokens(req, out.token_budget, req.num_computed_tokens)
             if n == 0:
                 out.note("blocked", req, "token budget used up before swapped requests", limit="token_budget")
                 return
@@ -112,7 +124,7 @@ class Scheduler:
             out.add(req, n)
 
     def _schedule_waiting(self, out: SchedulerOutput) -> None:
-        while self.waiting:
+        while self.waiting and out.token_budget > 0:
             req = self.waiting.peek()
             if any(r is req for r in out.preempted):
                 return  # never re-admit a request in the step that evicted it
@@ -120,20 +132,22 @@ class Scheduler:
                 return
             while True:
                 hit = self.blocks.find_prefix_hit(req)
-                n = self._num_new_tokens(req, out.token_budget, computed=len(hit) * self.config.block_size)
+                computed = len(hit) * self.config.block_size
+                n = self._num_new_tokens(req, out.token_budget, computed)
                 if n == 0:
                     out.note("blocked", req, self._why_no_budget(req, out), limit="token_budget")
                     return
-                if self.blocks.allocate(req, n, hit, reserve=self.config.watermark_blocks):
+                why = self._why_not_admitted(req, hit)
+                if why is None and self.blocks.allocate(req, n, hit):  # the rule asked for at least this
                     break
                 victim = self._lower_priority_victim(req)
                 if victim is None:
-                    out.note("blocked", req, self._why_no_pages(req, n, hit), limit="blocks")
+                    out.note("blocked", req, why, limit="blocks")
                     return
                 self._preempt(victim, out, f"priority: {req.request_id} (priority {req.priority}) outranks it "
                               f"(priority {victim.priority}) and needed its KV pages")
             self.waiting.pop()
-            req.num_computed_tokens = req.prefill_start = len(hit) * self.config.block_size
+            req.num_computed_tokens = req.prefill_start = computed
             self._start_running(req)
             lost = req.peak_computed_tokens - req.num_computed_tokens
             if lost > 0:
@@ -142,17 +156,24 @@ class Scheduler:
                          "pages were dropped when it was preempted", tokens=lost)
             out.note("admitted", req, self._admit_reason(req, len(hit), n),
                      prefix_hit_tokens=req.num_computed_tokens, query_tokens=req.num_tokens,
-                     blocks=list(self.blocks.block_table(req.request_id)))
+                     resumed=req.num_preemptions > 0, blocks=list(self.blocks.block_table(req.request_id)))
             out.add(req, n)
 
     # ---- rules ------------------------------------------------------------------------------
 
-    def _num_new_tokens(self, req: Request, budget: int, computed: int | None = None) -> int:
-        """How many of the request's uncomputed tokens fit this step (0: none may run)."""
-        remaining = req.num_tokens - (req.num_computed_tokens if computed is None else computed)
-        if not self.config.enable_chunked_prefill:
-            return remaining if remaining <= budget else 0
-        return min(remaining, budget, self.config.long_prefill_token_threshold or remaining)
+    def _num_new_tokens(self, req: Request, budget: int, computed: int) -> int:
+        """How many of the request's uncomputed tokens fit this step (0: none may run).
+
+        A running request takes what the budget leaves, as in vLLM v1; only a waiting
+        prompt must fit whole when chunked prefill is off. The chunk cap applies only
+        while another request could use the budget: alone, nobody would be starved."""
+        remaining = req.num_tokens - computed
+        cap = self.config.long_prefill_token_threshold
+        if cap and self.config.enable_chunked_prefill and len(self.running) + len(self.waiting) > 1:
+            remaining = min(remaining, cap)
+        if not self.config.enable_chunked_prefill and req.status != RequestStatus.RUNNING and remaining > budget:
+            return 0
+        return min(remaining, budget)
 
     def _has_seat(self, req: Request, out: SchedulerOutput) -> bool:
         while len(self.running) >= self.config.max_num_seqs:
@@ -167,7 +188,8 @@ class Scheduler:
 
     def _pick_victim(self, candidates: list[Request]) -> tuple[Request, str]:
         if self.config.victim_rule == "fewest_generated":
-            victim = min(candidates, key=lambda r: (len(r.output_token_ids), -r.arrival_index))
+            # SGLang's retract_decode: fewest output tokens, ties to the longest prompt.
+            victim = min(candidates, key=lambda r: (len(r.output_token_ids), -r.num_prompt_tokens, -r.arrival_index))
             return victim, f"victim rule fewest_generated: {victim.request_id} has generated the least"
         if self.config.scheduling_policy == "priority":
             victim = max(candidates, key=lambda r: (r.priority, r.arrival_index))
@@ -176,8 +198,9 @@ class Scheduler:
         return victim, f"victim rule fcfs: {victim.request_id} was admitted last"
 
     def _lower_priority_victim(self, req: Request) -> Request | None:
-        """Under the priority policy a waiting request may evict strictly lower-priority work."""
-        if self.config.scheduling_policy != "priority":
+        """vLLM v0 under the priority policy: a waiting request may evict strictly lower-priority work.
+        vLLM v1 never does; priority there only orders the queues and picks the victim."""
+        if self.config.scheduling_policy != "priority" or not self.config.preempt_on_admission:
             return None
         lower = [r for r in self.running if r.priority > req.priority]
         return self._pick_victim(lower)[0] if lower else None
@@ -225,18 +248,46 @@ class Scheduler:
         return (f"token budget: its {req.num_tokens - req.num_computed_tokens} prompt tokens do not fit the "
                 f"{out.token_budget} left this step, and chunked prefill is off")
 
-    def _why_no_pages(self, req: Request, n: int, hit: list[int]) -> str:
-        free = self.blocks.num_free_blocks
-        if self.blocks.contiguous:
-            need = self.blocks.blocks_needed(req.max_total_tokens)
-            run = self.blocks.largest_free_run()
+    def _why_not_admitted(self, req: Request, hit: list[int]) -> str | None:
+        """The admission rule (admission_reserve) in words when the pool cannot take req now; None if it can."""
+        blocks, free = self.blocks, self.blocks.num_free_blocks
+        if blocks.contiguous:
+            need = blocks.blocks_needed(req.max_total_tokens)
+            run = blocks.largest_free_run()
+            if need <= run:
+                return None
             if need <= free:
                 return (f"fragmentation: a contiguous reservation needs {need} adjacent pages; {free} are free "
                         f"but the longest free run is {run}")
             return f"KV pages: a contiguous reservation needs {need} pages for its whole possible length; {free} free"
-        need = self.blocks.pages_to_take(req, n, hit)
-        reserve = self.config.watermark_blocks
+        rule = self.config.admission_reserve
+        if rule == "output_estimate":
+            return self._why_not_admitted_sglang(req, hit, free)
+        # vLLM: every page of its current sequence (not only this step's chunk) must be free.
+        need = blocks.pages_to_take(req, req.num_tokens - len(hit) * self.config.block_size, hit)
+        what = f"its whole {req.num_tokens}-token sequence"
+        if rule == "max_tokens":  # TensorRT-LLM GUARANTEED_NO_EVICT: everyone can reach max_tokens
+            need = blocks.pages_to_take(req, req.max_total_tokens - len(hit) * self.config.block_size, hit) + sum(
+                max(0, blocks.blocks_needed(r.max_total_tokens) - len(blocks.block_table(r.request_id)))
+                for r in self.running)
+            what = "it and every running request at max_tokens (GUARANTEED_NO_EVICT)"
+        reserve = self.config.watermark_blocks if self.running else 0
+        if need + reserve <= free:
+            return None
         if need <= free:
             return (f"watermark: taking {need} pages would leave fewer than the {reserve} pages kept free for "
                     "running requests to grow")
-        return f"KV pages: needs {need} new pages, only {free} free"
+        return f"KV pages: {what} needs {need} free pages, only {free} free"
+
+    def _why_not_admitted_sglang(self, req: Request, hit: list[int], free: int) -> str | None:
+        """SGLang's PrefillAdder: the new prompt plus all its output, plus new_token_ratio of every running
+        request's remaining output, must fit in the free (and evictable) tokens, with a page to spare."""
+        bs = self.config.block_size
+        reserved = sum(SGLANG_NEW_TOKEN_RATIO * (r.sampling.max_tokens - len(r.output_token_ids))
+                       for r in self.running)
+        need = req.num_tokens - len(hit) * bs + req.sampling.max_tokens - len(req.output_token_ids) + bs
+        have = (free - sum(1 for b in hit if self.blocks.blocks[b].ref_count == 0)) * bs - reserved
+        if need < have:
+            return None
+        return (f"KV tokens: SGLang admits only if its {need} tokens (prompt, output to max_tokens and a page) fit "
+                f"the {have:.0f} left after reserving {SGLANG_NEW_TOKEN_RATIO} of running requests' remaining output")

@@ -1,0 +1,181 @@
+"""vLLM's own v1 Scheduler as the oracle for the engine's scheduling decisions.
+
+Run with the reference venv's python (tests/reference/make_venv.sh makes it):
+
+    python tests/reference/vllm_oracle.py --workloads 500
+
+Each seeded random workload (fcfs and priority, chunked or not, a chunk cap, prefix
+caching with shared prefixes, pools from roomy to tight enough to preempt often,
+staggered arrivals, up to 16 sequences) runs on the lab's engine with its default
+rules (the vllm_v1 preset) and on vLLM's Scheduler, which is plain Python and needs no
+model: each step it is fed the tokens the engine sampled, so both see the same
+sequences. In every step they must schedule the same tokens for each request,
+preempt the same requests and find the same prefix-cache hit at each admission.
+A mismatch prints the first differing step, both decisions and the rule most likely
+behind it, and the exit status is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass
+
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # before vllm is imported: its config logs every build
+
+import torch
+from vllm import SamplingParams as VllmSamplingParams
+from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+from vllm.utils.hashing import sha256_cbor
+from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+from vllm.v1.core.sched.scheduler import Scheduler as VllmScheduler
+from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+from vllm.v1.outputs import ModelRunnerOutput
+from vllm.v1.request import Request as VllmRequest
+from vllm.v1.structured_output import StructuredOutputManager
+
+from engine import DEFAULT_MODEL, Engine, EngineConfig, SamplingParams, load_model
+
+
+@dataclass
+class Workload:
+    config: dict  # EngineConfig knobs
+    requests: list[dict]  # prompt_ids, max_tokens, priority, arrival_step
+
+
+def random_workload(seed: int) -> Workload:
+    """One random workload that every engine can serve (no request larger than the pool)."""
+    rng = random.Random(seed)
+    block_size = rng.choice([2, 4, 8, 16])
+    chunked = rng.random() < 0.6
+    prefix = rng.random() < 0.5
+    shared = [rng.randrange(256) for _ in range(rng.randrange(0, 3 * block_size + 1))]
+    requests = []
+    for i in range(rng.randint(1, 16)):
+        own = [rng.randrange(256) for _ in range(rng.randint(1, 40))]
+        prompt = (shared + own) if shared and rng.random() < 0.6 else own
+        requests.append(dict(prompt_ids=prompt, max_tokens=rng.randint(1, 16), priority=rng.randint(0, 3),
+                             arrival_step=0 if rng.random() < 0.4 else rng.randint(0, 12)))
+    longest = max(len(r["prompt_ids"]) + r["max_tokens"] for r in requests)
+    max_model_len = longest + rng.randint(0, 8)
+    pages_longest = -(-longest // block_size)
+    # From exactly the largest request (preemption nearly every step) to room for everything.
+    pages_all = sum(-(-(len(r["prompt_ids"]) + r["max_tokens"]) // block_size) for r in requests)
+    num_gpu_blocks = rng.randint(pages_longest, max(pages_longest, pages_all + 2))
+    max_num_seqs = rng.randint(1, 16)
+    if chunked:
+        budget = rng.randint(max(max_num_seqs, 4), 96)
+    else:
+        budget = rng.randint(max(max_model_len, max_num_seqs), max(max_model_len, max_num_seqs) + 64)
+    config = dict(block_size=block_size, num_gpu_blocks=num_gpu_blocks, max_num_seqs=max_num_seqs,
+                  max_num_batched_tokens=budget, enable_chunked_prefill=chunked,
+                  long_prefill_token_threshold=rng.choice([0, 0, 4, 8, 16, 24]) if chunked else 0,
+                  scheduling_policy=rng.choice(["fcfs", "priority"]), enable_prefix_caching=prefix,
+                  max_model_len=max_model_len)
+    return Workload(config, requests)
+
+
+def vllm_scheduler(cfg: EngineConfig) -> VllmScheduler:
+    model = ModelConfig(model=DEFAULT_MODEL, dtype="float32", skip_tokenizer_init=True,
+                        max_model_len=cfg.max_model_len)
+    sched = SchedulerConfig(is_encoder_decoder=False, max_num_seqs=cfg.max_num_seqs,
+                            max_num_batched_tokens=cfg.max_num_batched_tokens, max_model_len=cfg.max_model_len,
+                            enable_chunked_prefill=cfg.enable_chunked_prefill,
+                            long_prefill_token_threshold=cfg.long_prefill_token_threshold,
+                            policy=cfg.scheduling_policy)
+    cache = CacheConfig(block_size=cfg.block_size, enable_prefix_caching=cfg.enable_prefix_caching)
+    cache.num_gpu_blocks = cfg.num_gpu_blocks + 1  # vLLM keeps block 0 as its null block
+    vllm_config = VllmConfig(model_config=model, scheduler_config=sched, cache_config=cache)
+    spec = FullAttentionSpec(block_size=cfg.block_size, num_kv_heads=1, head_size=1, dtype=torch.float32)
+    kv = KVCacheConfig(num_blocks=cfg.num_gpu_blocks + 1, kv_cache_tensors=[],
+                       kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)])
+    return VllmScheduler(vllm_config=vllm_config, kv_cache_config=kv,
+                         structured_output_manager=StructuredOutputManager(vllm_config),
+                         block_size=cfg.block_size, log_stats=True)
+
+
+def likely_rule(ours: dict, theirs: dict, cfg: EngineConfig) -> str:
+    """Name the scheduling rule most likely behind a difference, for the failure message."""
+    if ours["preempted"] != theirs["preempted"]:
+        return ("preemption: the victim rule (fcfs: the last running; priority: max (priority, arrival)), "
+                "or when a request that preempted itself ends the running pass")
+    if ours["hits"] != theirs["hits"]:
+        return ("prefix cache: pages are named at allocation (same-step sharing), every equal page is kept "
+                "under its hash, and unnamed freed pages are reused before cached ones")
+    extra = set(ours["tokens"]) ^ set(theirs["tokens"])
+    if extra:
+        return ("admission: the waiting request needs pages for its whole sequence (plus watermark), the "
+                "sequence cap, or no admissions in a step that preempted")
+    if cfg.long_prefill_token_threshold:
+        return "chunk size: long_prefill_token_threshold applies only while more than one request is eligible"
+    return "chunk size: the token budget left when the request's turn came"
+
+
+def compare(seed: int, loaded) -> str | None:
+    """Run one workload on both; None if they agree in every step, else what differs."""
+    work = random_workload(seed)
+    cfg = EngineConfig(**work.config)
+    engine = Engine(cfg, loaded)
+    ids = [engine.add_request(r["prompt_ids"], SamplingParams(max_tokens=r["max_tokens"], ignore_eos=True),
+                              priority=r["priority"], arrival_step=r["arrival_step"]) for r in work.requests]
+    theirs = vllm_scheduler(cfg)
+    hasher = get_request_block_hasher(cfg.block_size, sha256_cbor)
+    for step in range(2000):
+        if not engine.has_unfinished_requests():
+            return None
+        for i, rid in enumerate(ids):
+            r = work.requests[i]
+            if r["arrival_step"] == step:
+                theirs.add_request(VllmRequest(
+                    rid, r["prompt_ids"], sampling_params=VllmSamplingParams(max_tokens=r["max_tokens"],
+                                                                             ignore_eos=True),
+                    pooling_params=None, priority=r["priority"], arrival_time=float(i), block_hasher=hasher))
+        record = engine.step()
+        out = theirs.schedule()
+        hits = {e.request_id: e.data["prefix_hit_tokens"] for e in record.events if e.kind == "admitted"}
+        ours = dict(tokens={c.request_id: c.num_tokens for c in record.batch},
+                    preempted={e.request_id for e in record.events if e.kind == "preempted"}, hits=hits)
+        vllm_hits = {r.req_id: r.num_computed_tokens for r in out.scheduled_new_reqs}
+        cached = out.scheduled_cached_reqs
+        vllm_hits.update({rid: n for rid, n in zip(cached.req_ids, cached.num_computed_tokens, strict=True)
+                          if rid in cached.resumed_req_ids})
+        vllm = dict(tokens=dict(out.num_scheduled_tokens), preempted=set(out.preempted_req_ids), hits=vllm_hits)
+        if ours != vllm:
+            return (f"workload seed {seed}, step {step}, config {work.config}\n  engine: {ours}\n  vLLM:   {vllm}\n"
+                    f"  likely rule: {likely_rule(ours, vllm, cfg)}")
+        sampled = {c.request_id: c.new_token_id for c in record.batch if c.new_token_id is not None}
+        req_ids = list(out.num_scheduled_tokens)
+        # schedule() has already counted the step's tokens as computed: a request samples when it catches up.
+        samples = {rid for rid in req_ids if theirs.requests[rid].num_computed_tokens >= theirs.requests[rid].num_tokens}
+        if samples != set(sampled):
+            return f"workload seed {seed}, step {step}: the engine sampled for {set(sampled)}, vLLM for {samples}"
+        theirs.update_from_output(out, ModelRunnerOutput(
+            req_ids=req_ids, req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
+            sampled_token_ids=[[sampled[rid]] if rid in sampled else [] for rid in req_ids]))
+    return f"workload seed {seed}: not finished after 2000 steps"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", type=int, default=500)
+    parser.add_argument("--first-seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    init_none_hash(sha256_cbor)
+    loaded = load_model(DEFAULT_MODEL, "cpu")
+    start, failures = time.perf_counter(), []
+    for seed in range(args.first_seed, args.first_seed + args.workloads):
+        why = compare(seed, loaded)
+        if why:
+            failures.append(why)
+            print("MISMATCH", why, flush=True)
+    agreed = args.workloads - len(failures)
+    print(f"{agreed}/{args.workloads} workloads scheduled identically by the engine (vllm_v1 preset) and vLLM "
+          f"0.32's v1 Scheduler, step for step, in {time.perf_counter() - start:.0f} s")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
