@@ -71,7 +71,6 @@ class StubLoop:
         for rid, n in out.scheduled.items():
             req = self.requests[rid]
             req.num_computed_tokens += n
-            self.blocks.cache_full_blocks(req)
             if req.num_computed_tokens == req.num_tokens:
                 req.output_token_ids.append(FIXED_TOKEN)
                 if len(req.output_token_ids) >= req.sampling.max_tokens:

@@ -20,7 +20,7 @@ from typing import NoReturn, TextIO
 
 from tqdm import tqdm
 
-from engine.config import KNOB_HELP, EngineConfig
+from engine.config import KNOB_HELP, PRESET_RULES, EngineConfig
 from engine.engine import Engine
 from engine.workload import PRESETS, WorkloadError, WorkloadItem, parse_workload, submit
 
@@ -41,7 +41,8 @@ def _flag(name: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m engine", description="Replay a workload through the engine, step by step, "
-                     "and print each request's outcome and the run's latency and memory metrics.")
+                     "and print each request's outcome and the run's latency and memory metrics.",
+                     epilog=_presets_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("workload", nargs="?", type=Path, help="workload file: .jsonl (one JSON object per line) "
                         "or .csv (header row: prompt,max_tokens,priority,arrival_step,temperature,ignore_eos)")
     parser.add_argument("--preset", choices=sorted(PRESETS), help="run a built-in workload instead of a file")
@@ -60,6 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
             knobs.add_argument(_flag(f.name), type=_value_type(hints[f.name]), default=argparse.SUPPRESS,
                                metavar=f.name.upper(), help=help_text)
     return parser
+
+
+def _presets_help() -> str:
+    """Which rules each --engine-preset sets (the README's "Engine presets" names each engine's source)."""
+    lines = ["engine presets (--engine-preset; any knob given beside it overrides the preset's value):"]
+    for name, rules in PRESET_RULES.items():
+        lines.append(f"  {name:16} " + ", ".join(f"{k}={v}" for k, v in rules.items()))
+    return "\n".join(lines)
 
 
 def _value_type(hint: object) -> type:
@@ -98,7 +107,7 @@ def _engine(args: argparse.Namespace) -> Engine:
     names = {f.name for f in dataclasses.fields(EngineConfig)}
     knobs = {k: v for k, v in vars(args).items() if k in names}
     try:
-        return Engine(EngineConfig(**knobs))
+        return Engine(EngineConfig.for_preset(**knobs))
     except ValueError as exc:  # a knob's value, or ModelLoadError for --model
         knob = str(exc).split(" ", 1)[0]
         flag = f"{_flag(knob)}: " if knob in names else ""

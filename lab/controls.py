@@ -15,8 +15,10 @@ from typing import TypeVar
 import streamlit as st
 
 from engine.config import (
+    ADMISSION_RESERVES,
     DEVICES,
     DTYPES,
+    ENGINE_PRESETS,
     KNOB_HELP,
     KV_ALLOCATIONS,
     PREEMPTION_MODES,
@@ -55,7 +57,9 @@ class Knob:
 
 # title -> (what a change does, the knobs)
 GROUPS: dict[str, tuple[str, tuple[Knob, ...]]] = {
-    "Scheduler (live)": ("A change applies from the next step and is kept in the run's history.", (
+    "Scheduler (live)": ("A change applies from the next step and is kept in the run's history. An engine "
+                         "preset sets the rules below it together; change any of them after it.", (
+        Knob("engine_preset", "choice", choices=ENGINE_PRESETS),
         Knob("max_num_batched_tokens", "int", 1, 8192, 16),
         Knob("max_num_seqs", "int", 1, 256),
         Knob("enable_chunked_prefill", "bool"),
@@ -65,6 +69,8 @@ GROUPS: dict[str, tuple[str, tuple[Knob, ...]]] = {
         Knob("preemption_mode", "choice", choices=PREEMPTION_MODES),
         Knob("victim_rule", "choice", choices=VICTIM_RULES),
         Knob("watermark", "float", 0.0, 0.9, 0.01),
+        Knob("preempt_on_admission", "bool"),
+        Knob("admission_reserve", "choice", choices=ADMISSION_RESERVES),
     )),
     "KV cache (restarts the run)": ("These shape the KV pool: a change restarts the run at step 0.", (
         Knob("block_size", "int", 1, 256),

@@ -202,7 +202,8 @@ def run_metrics(records: list[StepRecord]) -> dict:
         return getattr(records[-1].stats, name) if records else 0
 
     counters = {k: final(k) for k in ("num_preemptions", "num_recomputed_tokens", "num_swapped_blocks",
-                                      "prefix_cache_queries", "prefix_cache_hits")}
+                                      "prefix_cache_queries", "prefix_cache_hits", "preempted_prefix_cache_queries",
+                                      "preempted_prefix_cache_hits")}
     gauges = {k: final(k) for k in ("num_requests_finished", "num_requests_running", "num_requests_waiting",
                                     "num_requests_swapped", "kv_cache_usage_perc")}
     aggregate = aggregate_metrics(per_request, len(records), clock_ms, gauges, counters)

@@ -98,7 +98,7 @@ class Run:
         knobs = {}
         for step in sorted(s for s in self.changes if s <= self.next_step):
             knobs.update(self.changes[step].knobs)
-        return dataclasses.replace(self.config, **knobs)
+        return self.config.with_changes(**knobs)
 
     def change_before(self, step: int) -> Change | None:
         return self.changes.get(step)
@@ -134,11 +134,12 @@ class Run:
         the run at step 0 with the same workload (returns True). A bad value raises ValueError and
         leaves the run as it was."""
         current = self.config_next()
-        knobs = {k: v for k, v in knobs.items() if getattr(current, k) != v}
+        target = current.with_changes(**knobs)  # validates; a preset expands into its rules, filed one by one
+        knobs = {k: getattr(target, k) for k in current.to_dict() if getattr(current, k) != getattr(target, k)}
         if not knobs:
             return False
         if not set(knobs) <= LIVE_KNOBS:
-            self.reset(dataclasses.replace(current, **knobs), self.items())
+            self.reset(target, self.items())
             return True
         engine = self._engine_at_cursor()
         engine.update_config(**knobs)  # validates before changing anything

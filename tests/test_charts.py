@@ -38,7 +38,7 @@ def _sample(records: list[StepRecord]) -> list[StepRecord]:
 @pytest.fixture(scope="module")
 def swap_run(tiny_llama):
     """A pool too small for the burst: requests are preempted, some swapped to CPU, some recomputed."""
-    return _run(tiny_llama, _burst(), block_size=8, num_gpu_blocks=14, num_cpu_blocks=8, preemption_mode="swap",
+    return _run(tiny_llama, _burst(), block_size=8, num_gpu_blocks=14, num_cpu_blocks=6, preemption_mode="swap",
                 max_num_batched_tokens=48)
 
 

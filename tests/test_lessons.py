@@ -210,6 +210,10 @@ def test_priority_serves_urgent_work_and_starves_the_rest(loaded):
     urgent = ["r3", "r4", "r5", "r6"]
     assert max(prio.request(r)["ttft_steps"] for r in urgent) < min(fcfs.request(r)["ttft_steps"] for r in urgent)
     assert max(prio.request("r2")["itl_steps"]) > max(fcfs.request("r2")["itl_steps"])
+    # vLLM v1's priority never evicts for a newcomer, so the urgent work waits for a seat as under fcfs.
+    v1 = finish(loaded, lesson, "vllm_v1")
+    assert v1.counters["num_preemptions"] == 0 < prio.counters["num_preemptions"]
+    assert min(v1.request(r)["ttft_steps"] for r in urgent) > max(prio.request(r)["ttft_steps"] for r in urgent)
 
 
 # ---- the challenge ----------------------------------------------------------------------------

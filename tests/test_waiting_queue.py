@@ -43,7 +43,8 @@ def test_queue_serves_the_order_a_full_scan_would(policy, ops):
 
 
 def test_switching_to_priority_mid_run_serves_the_most_urgent_first(tiny_llama):
-    eng = make(tiny_llama, max_num_seqs=1, scheduling_policy="fcfs")
+    # vLLM v0's rule (preempt_on_admission), so the urgent request can be seen taking a seat.
+    eng = make(tiny_llama, max_num_seqs=1, scheduling_policy="fcfs", preempt_on_admission=True)
     for i, priority in enumerate([1, 2, 1, 0]):
         eng.add_request(prompt(30 * i, 5), greedy(3), priority=priority)
     first = eng.step()

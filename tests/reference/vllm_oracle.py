@@ -54,7 +54,7 @@ def random_workload(seed: int) -> Workload:
     prefix = rng.random() < 0.5
     shared = [rng.randrange(256) for _ in range(rng.randrange(0, 3 * block_size + 1))]
     requests = []
-    for i in range(rng.randint(1, 16)):
+    for _ in range(rng.randint(1, 16)):
         own = [rng.randrange(256) for _ in range(rng.randint(1, 40))]
         prompt = (shared + own) if shared and rng.random() < 0.6 else own
         requests.append(dict(prompt_ids=prompt, max_tokens=rng.randint(1, 16), priority=rng.randint(0, 3),
@@ -149,7 +149,8 @@ def compare(seed: int, loaded) -> str | None:
         sampled = {c.request_id: c.new_token_id for c in record.batch if c.new_token_id is not None}
         req_ids = list(out.num_scheduled_tokens)
         # schedule() has already counted the step's tokens as computed: a request samples when it catches up.
-        samples = {rid for rid in req_ids if theirs.requests[rid].num_computed_tokens >= theirs.requests[rid].num_tokens}
+        samples = {rid for rid in req_ids
+                   if theirs.requests[rid].num_computed_tokens >= theirs.requests[rid].num_tokens}
         if samples != set(sampled):
             return f"workload seed {seed}, step {step}: the engine sampled for {set(sampled)}, vLLM for {samples}"
         theirs.update_from_output(out, ModelRunnerOutput(
