@@ -113,6 +113,21 @@ def test_live_knob_applies_from_the_next_step_and_is_kept_in_history(at):
     assert at.number_input(key="knob_max_num_seqs").value == 2
 
 
+def test_engine_preset_in_the_sidebar_sets_its_rules_and_a_later_knob_overrides_one(at):
+    click(at, "step")
+    at.selectbox(key="knob_engine_preset").set_value("sglang").run()
+    run = run_of(at)
+    assert run.changes[1].knobs["engine_preset"] == "sglang"
+    assert at.selectbox(key="knob_step_order").value == "prefill_first"
+    assert at.selectbox(key="knob_admission_reserve").value == "output_estimate"
+    at.selectbox(key="knob_step_order").set_value("decode_first").run()
+    config = run.config_next()
+    assert (config.engine_preset, config.step_order, config.victim_rule) == \
+        ("sglang", "decode_first", "fewest_generated")
+    click(at, "step")
+    assert not at.exception
+
+
 def test_restart_knob_restarts_the_run(at):
     click(at, "step")
     at.number_input(key="knob_num_gpu_blocks").set_value(32).run()

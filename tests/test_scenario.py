@@ -43,6 +43,9 @@ KNOB_VALUES = {
     "watermark": st.floats(0, 1, exclude_max=True),
     "enable_prefix_caching": st.booleans(),
     "kv_allocation": st.sampled_from(["paged", "contiguous"]),
+    "preempt_on_admission": st.booleans(),
+    "admission_reserve": st.sampled_from(["prompt", "output_estimate", "max_tokens"]),
+    "engine_preset": st.sampled_from(["vllm_v1", "vllm_v0", "sglang", "trtllm_no_evict", "trtllm_max_util"]),
 }
 
 
@@ -193,3 +196,10 @@ def test_a_link_without_a_workload_keeps_the_default_one():
     mine = [WorkloadItem("KING: What news?")]
     scenario = decode_scenario({"req.0": "PAGE: My lord"})[0]
     assert scenario_workload(scenario, default=mine) == mine + [WorkloadItem("PAGE: My lord")]
+
+
+def test_a_preset_with_a_knob_set_back_to_v1s_value_survives_a_link():
+    config = EngineConfig.for_preset("sglang", step_order="decode_first")
+    params = encode_scenario(Scenario(knobs=changed_knobs(config)))
+    scenario, warnings = decode_scenario(params)
+    assert not warnings and scenario_config(scenario) == config
