@@ -126,9 +126,11 @@ class BlockManager:
             return
         rid = req.request_id
         table = self.req_blocks[rid]
-        hashes = self._full_block_hashes(req)
         start = self.req_num_hashed.get(rid, 0)
         end = min(num_tokens // self.block_size, len(table))
+        if end <= start:  # most steps: a decode that filled no page (building the token list costs O(length))
+            return
+        hashes = self._full_block_hashes(req)
         tokens = req.all_token_ids
         for i in range(start, end):
             block = self.blocks[table[i]]
@@ -137,7 +139,7 @@ class BlockManager:
                 block.block_hash = hashes[i]
                 block.token_ids = tuple(tokens[i * self.block_size:(i + 1) * self.block_size])
                 block.first_position = i * self.block_size
-        self.req_num_hashed[rid] = max(start, end)
+        self.req_num_hashed[rid] = end
 
     # ---- allocation -------------------------------------------------------------------------
 

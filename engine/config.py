@@ -182,8 +182,7 @@ class EngineConfig:
     @classmethod
     def for_preset(cls, engine_preset: str = "vllm_v1", **knobs) -> EngineConfig:
         """The config of one engine's rules, with any knob given overriding its preset's value."""
-        _check_choice("engine_preset", engine_preset, ENGINE_PRESETS)
-        return cls(engine_preset=engine_preset, **{**PRESET_RULES[engine_preset], **knobs})
+        return cls().with_changes(engine_preset=engine_preset, **knobs)
 
     def with_changes(self, **changes) -> EngineConfig:
         """This config with changes applied; a new engine_preset brings its rules (other changes win)."""

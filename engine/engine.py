@@ -13,7 +13,7 @@ import time
 
 from engine.block_manager import BlockManager
 from engine.config import LIVE_KNOBS, EngineConfig, SamplingParams
-from engine.metrics import engine_metrics
+from engine.metrics import COUNTER_KEYS, engine_metrics
 from engine.model_runner import LoadedModel, ModelRunner, load_model
 from engine.records import (
     Budget,
@@ -46,9 +46,7 @@ class Engine:
         # looks only at the requests that arrive in it.
         self._pending: list[tuple[int, int, Request]] = []
         self._events: list[Event] = []  # said between steps, reported with the next one
-        self.counters = dict(num_preemptions=0, num_recomputed_tokens=0, num_swapped_blocks=0,
-                             prefix_cache_queries=0, prefix_cache_hits=0, preempted_prefix_cache_queries=0,
-                             preempted_prefix_cache_hits=0)
+        self.counters = dict.fromkeys(COUNTER_KEYS, 0)
 
     # ---- requests ---------------------------------------------------------------------------
 

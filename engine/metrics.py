@@ -33,6 +33,10 @@ def request_metrics(req: Request) -> dict:
     return out
 
 
+# The engine's running counters (StepStats carries them in every record); prefix-cache lookups by
+# preempted requests are kept apart from new requests', as vLLM's PrefixCacheStats does.
+COUNTER_KEYS = ("num_preemptions", "num_recomputed_tokens", "num_swapped_blocks", "prefix_cache_queries",
+                "prefix_cache_hits", "preempted_prefix_cache_queries", "preempted_prefix_cache_hits")
 LATENCY_KEYS = ("ttft_steps", "ttft_ms", "itl_steps", "itl_ms", "e2e_steps", "e2e_ms", "queue_time_steps")
 
 

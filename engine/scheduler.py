@@ -100,6 +100,7 @@ class Scheduler:
             if out.token_budget == 0 and req.request_id not in out.scheduled:
                 out.note("blocked", req, f"token budget: the step's {self.config.max_num_batched_tokens} "
                          "tokens are already taken by requests ahead of it", limit="token_budget")
+
     def _schedule_swapped(self, out: SchedulerOutput) -> None:
         for req in list(self.swapped):
             if not self._has_seat(req, out):

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from engine import EngineConfig, StepRecord
-from engine.metrics import aggregate_metrics, request_metrics
+from engine.metrics import COUNTER_KEYS, aggregate_metrics, request_metrics
 from engine.records import ScheduledChunk
 from engine.request import FinishReason
 from engine.workload import WorkloadItem
@@ -201,9 +201,7 @@ def run_metrics(records: list[StepRecord]) -> dict:
     def final(name: str) -> float:  # a gauge or counter after the last step (all 0 before the first)
         return getattr(records[-1].stats, name) if records else 0
 
-    counters = {k: final(k) for k in ("num_preemptions", "num_recomputed_tokens", "num_swapped_blocks",
-                                      "prefix_cache_queries", "prefix_cache_hits", "preempted_prefix_cache_queries",
-                                      "preempted_prefix_cache_hits")}
+    counters = {k: final(k) for k in COUNTER_KEYS}
     gauges = {k: final(k) for k in ("num_requests_finished", "num_requests_running", "num_requests_waiting",
                                     "num_requests_swapped", "kv_cache_usage_perc")}
     aggregate = aggregate_metrics(per_request, len(records), clock_ms, gauges, counters)
