@@ -95,6 +95,10 @@ class Engine:
             return (f"can never fit: at full length it needs {pages} KV pages, and the pool has {usable} "
                     f"to admit into ({self.config.num_gpu_blocks} minus {self.config.watermark_blocks} kept "
                     "free by the watermark)")
+        slots = usable * self.config.block_size
+        if self.config.admission_reserve == "output_estimate" and total + self.config.block_size >= slots:
+            return (f"can never fit: SGLang's admission wants its {total} tokens plus a spare page of "
+                    f"{self.config.block_size} below the pool's {slots} token slots")
         if not self.config.enable_chunked_prefill and total > self.config.max_num_batched_tokens:
             return (f"can never fit: with chunked prefill off, its prompt (and any recompute of prompt plus "
                     f"output, up to {total} tokens) must run in one step of max_num_batched_tokens="

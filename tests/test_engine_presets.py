@@ -123,3 +123,30 @@ def test_sglang_admission_reserves_room_for_running_requests_output(tiny_llama):
     assert admitted["v1"]["r1"] == 1
     assert admitted["sglang"]["r1"] > 1
     assert any("SGLang admits only if" in e.reason for _, e in events(sg, "blocked"))
+
+
+def test_sglang_rejects_at_once_what_its_admission_rule_could_never_take(tiny_llama):
+    # 16 tokens fill the 4-page pool exactly: vLLM admits it, SGLang's spare page never exists.
+    for preset, rejected in (("vllm_v1", False), ("sglang", True)):
+        eng, records = run(tiny_llama, preset, [(8, 8, 0, 0)], block_size=4, num_gpu_blocks=4)
+        assert (eng.requests["r0"].finish_reason.value == "rejected") == rejected, preset
+        assert len(records) < 50, "nothing may wait forever"
+
+
+def test_preempted_requests_prefix_lookups_are_counted_apart(tiny_llama):
+    eng, records = run(tiny_llama, "vllm_v1", [(12, 20, 0, 0), (12, 20, 0, 0), (12, 20, 0, 1)],
+                       block_size=4, num_gpu_blocks=12, enable_prefix_caching=True)
+    preempted, split = set(), {"prefix_cache": [0, 0], "preempted_prefix_cache": [0, 0]}
+    for rec in records:
+        for e in rec.events:
+            if e.kind == "admitted":
+                kind = "preempted_prefix_cache" if e.request_id in preempted else "prefix_cache"
+                split[kind][0] += e.data["query_tokens"]
+                split[kind][1] += e.data["prefix_hit_tokens"]
+            elif e.kind == "preempted":
+                preempted.add(e.request_id)
+    assert preempted and split["preempted_prefix_cache"][0] > 0
+    stats = records[-1].stats
+    for kind, (queries, hits) in split.items():
+        assert (getattr(stats, f"{kind}_queries"), getattr(stats, f"{kind}_hits")) == (queries, hits)
+    assert eng.metrics()["aggregate"]["prefix_cache_hit_rate"] == stats.prefix_cache_hits / stats.prefix_cache_queries
