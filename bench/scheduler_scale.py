@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from bench.common import median, parse, parser, percentile, print_table, write_results
 from engine.block_manager import BlockManager
 from engine.config import EngineConfig, SamplingParams
-from engine.request import Request, RequestStatus
+from engine.request import FinishReason, Request
 from engine.scheduler import Scheduler
 
 FIXED_TOKEN = 7
@@ -60,10 +60,9 @@ class StubLoop:
         for i in range(setup.requests):
             prompt = shared + [rng.randrange(VOCAB) for _ in range(rng.randint(0, PROMPT_TOKENS[1] - len(shared)))]
             req = Request(f"r{i}", prompt, SamplingParams(max_tokens=NEW_TOKENS, ignore_eos=True),
-                          priority=rng.randrange(3), arrival_index=i, status=RequestStatus.WAITING)
+                          priority=rng.randrange(3), arrival_index=i)
             self.requests[req.request_id] = req
-            self.scheduler.waiting.add(req)
-        self.finished = 0
+            self.scheduler.add(req)
 
     def step(self) -> int:
         """One step; returns how many requests were in the batch."""
@@ -74,16 +73,12 @@ class StubLoop:
             if req.num_computed_tokens == req.num_tokens:
                 req.output_token_ids.append(FIXED_TOKEN)
                 if len(req.output_token_ids) >= req.sampling.max_tokens:
-                    self.scheduler.running.remove(req)
-                    self.blocks.free(req)
-                    self.blocks.forget(req)
-                    req.status = RequestStatus.FINISHED
-                    self.finished += 1
+                    self.scheduler.finish(req, FinishReason.LENGTH)
         return len(out.scheduled)
 
     @property
     def done(self) -> bool:
-        return self.finished == len(self.requests)
+        return self.scheduler.num_finished == len(self.requests)
 
 
 def measure(setup: Setup, warmup: int, steps: int) -> dict:

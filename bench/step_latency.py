@@ -28,7 +28,7 @@ from bench.common import median, parse, parser, percentile, print_table, write_r
 from engine import DEFAULT_MODEL, ModelLoadError, load_model
 
 TARGETS_MS = {"p50": 100.0, "p95": 250.0}
-# What lab.views draws on a Step click: the three live views and the open history tab
+# What ui/pages/lab.py draws on a Step click: the three live views and the open history tab
 # (Timeline, the first, unless the student opened another).
 PAGE = ("queues", "budget", "blocks", "timeline")
 MAX_STEPS = 300  # a lesson run longer than this is cut off (none is, today)
@@ -36,7 +36,7 @@ MAX_STEPS = 300  # a lesson run longer than this is cut off (none is, today)
 try:
     from lab.charts import blocks, budget, queues, replay, timeline
     from lab.lessons import load_lessons
-    from lab.state import Run
+    from lab.run import Run
 except ImportError as exc:  # the lab is being built alongside the engine
     raise SystemExit(f"step_latency needs the lab's lessons and chart builders, and cannot import them: {exc}") \
         from exc
@@ -81,7 +81,7 @@ def summary(values: list[float]) -> dict:
 
 
 def bench_lesson(lesson, model: str, max_steps: int, scrubs: int, depths: list[int], serialize: bool) -> dict:
-    run = Run(lesson.engine_config(model=model), lesson.workload_items(), load=load_model)
+    run = Run(lesson.engine_config(model=model), lesson.workload.items(), load=load_model)
     step_ms, page, totals, per_figure = [], [], [], {}
     while not run.done and len(run.records) < max_steps:
         t_step = ms(lambda: run.step(1))

@@ -22,11 +22,8 @@ from tqdm import tqdm
 
 from engine.config import KNOB_HELP, PRESET_RULES, EngineConfig
 from engine.engine import Engine
-from engine.workload import PRESETS, WorkloadError, WorkloadItem, parse_workload, submit
-
-# What each knob teaches; --help shows it with the dataclass default. Keyed by field name,
-# and a test checks that every EngineConfig field has an entry.
-FORMAT_OF_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv"}
+from engine.metrics import METRICS
+from engine.workload import PRESETS, WorkloadError, WorkloadItem, format_of, parse_workload, submit
 
 
 class _Parser(argparse.ArgumentParser):
@@ -88,7 +85,7 @@ def _load_items(args: argparse.Namespace) -> list[WorkloadItem]:
     if args.preset:
         return PRESETS[args.preset]()
     path: Path = args.workload
-    fmt = FORMAT_OF_SUFFIX.get(path.suffix.lower())
+    fmt = format_of(path.name)
     if fmt is None:
         raise InputError(f"{path}: cannot tell the format; name the file .jsonl or .csv")
     try:
@@ -132,30 +129,31 @@ def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+# The totals the report lists under the latencies, from the one metric catalogue.
+REPORTED = tuple(METRICS[m] for m in ("num_steps", "generation_tokens", "throughput_tokens_per_s", "num_preemptions",
+                                      "num_recomputed_tokens", "num_swapped_blocks", "prefix_cache_hit_rate",
+                                      "peak_kv_cache_usage_perc"))
+
+
 def report(eng: Engine, peak_usage: float) -> str:
     lines = [f"{'request':<8} {'status':<9} {'finish':<9} {'prompt':>6} {'output':>6} {'preempted':>9}  text"]
     for rid, req in eng.requests.items():
         lines.append(f"{rid:<8} {req.status.value:<9} {req.finish_reason.value if req.finish_reason else '-':<9} "
                      f"{req.num_prompt_tokens:>6} {len(req.output_token_ids):>6} {req.num_preemptions:>9}  "
                      f"{json.dumps(req.output_text, ensure_ascii=False)}")
-    agg = eng.metrics()["aggregate"]
+    agg = {**eng.metrics()["aggregate"], "peak_kv_cache_usage_perc": peak_usage}  # the peak only the steps saw
     lines += ["", f"{'metric':<24} {'p50':>10} {'p95':>10}"]
-    for label, key in (("TTFT", "ttft"), ("ITL", "itl"), ("e2e latency", "e2e")):
-        for unit, digits in (("steps", 1), ("ms", 2)):
-            summary = agg[f"{key}_{unit}"]
-            lines.append(f"{label + ' (' + unit + ')':<24} {_fmt(summary['p50'], digits):>10} "
-                         f"{_fmt(summary['p95'], digits):>10}")
-    lines += [
-        "",
-        f"{'steps':<24} {agg['num_steps']:>10}",
-        f"{'generated tokens':<24} {agg['generation_tokens']:>10}",
-        f"{'throughput (tok/s)':<24} {_fmt(agg['throughput_tokens_per_s']):>10}",
-        f"{'preemptions':<24} {agg['num_preemptions']:>10}",
-        f"{'recomputed tokens':<24} {agg['num_recomputed_tokens']:>10}",
-        f"{'swapped blocks':<24} {agg['num_swapped_blocks']:>10}",
-        f"{'prefix cache hit rate':<24} {_fmt(100 * agg['prefix_cache_hit_rate']) + ' %':>10}",
-        f"{'peak KV usage':<24} {_fmt(100 * peak_usage) + ' %':>10}",
-    ]
+    for key in ("ttft_steps", "ttft_ms", "itl_steps", "itl_ms", "e2e_steps", "e2e_ms"):
+        p50, p95 = METRICS[f"{key}.p50"], METRICS[f"{key}.p95"]
+        digits = 1 if p50.unit == "steps" else 2
+        lines.append(f"{p50.name + ' (' + p50.unit + ')':<24} {_fmt(p50.value(agg), digits):>10} "
+                     f"{_fmt(p95.value(agg), digits):>10}")
+    lines.append("")
+    for metric in REPORTED:
+        value = metric.value(agg)
+        shown = f"{_fmt(100 * value)} %" if metric.unit == "fraction" else \
+            (_fmt(value) if isinstance(value, float) else str(value))
+        lines.append(f"{metric.heading:<24} {shown:>10}")
     unfinished = sum(not r.is_finished for r in eng.requests.values())
     if unfinished:
         lines.append(f"\nstopped at --max-steps with {unfinished} request(s) unfinished")

@@ -63,7 +63,7 @@ class BlockManager:
         self.req_num_hashed: dict[str, int] = {}
         self.cpu_free: list[int] = list(range(config.num_cpu_blocks))  # a heap: lowest id is taken first
         self.cpu_req_blocks: dict[str, list[int]] = {}
-        self.evictions: list[tuple[int, str]] = []  # (block id, hash) since the engine last drained it
+        self._evictions: list[tuple[int, str]] = []  # (block id, hash) since the scheduler last took them
         # Drawn text of each request's pages: (tokens held, text) by page index. Tokens at a position
         # never change, so a page is decoded again only while it is filling.
         self._page_texts: dict[str, dict[int, tuple[int, str]]] = {}
@@ -201,7 +201,7 @@ class BlockManager:
         del self.free_queue[block_id]
         block = self.blocks[block_id]
         if block.block_hash is not None:  # reusing a cached-free page evicts its prefix
-            self.evictions.append((block_id, block.block_hash))
+            self._evictions.append((block_id, block.block_hash))
             holders = self.cached[block.block_hash]
             del holders[block_id]
             if not holders:
@@ -240,6 +240,11 @@ class BlockManager:
             self.free_queue.move_to_end(b, last=False)
         self.req_num_hashed.pop(req.request_id, None)
         return freed
+
+    def take_evictions(self) -> list[tuple[int, str]]:
+        """The (page, prefix hash) pairs whose cached prefix was overwritten since the last call."""
+        evictions, self._evictions = self._evictions, []
+        return evictions
 
     def forget(self, req: Request) -> None:
         """Drop the request's cached hashes once it can never be scheduled again."""
@@ -282,29 +287,9 @@ class BlockManager:
         """Every non-free page, built from live bookkeeping: the cost grows with the pages shown
         (in use or cached), never with the pool, and only pages still filling are decoded again."""
         states: dict[tuple[str, int], BlockState] = {}
-        bs = self.block_size
         for device, tables in (("gpu", self.req_blocks), ("cpu", self.cpu_req_blocks)):
             for rid, table in tables.items():
-                req = requests[rid]
-                texts = self._page_texts.setdefault(rid, {})
-                tokens = None  # the request's token list, built only if a page must be decoded
-                for i, b in enumerate(table):
-                    key = (device, b)
-                    if key in states:
-                        states[key].owners.append(rid)
-                        continue
-                    first = i * bs
-                    held = max(0, min(bs, req.num_computed_tokens - first))
-                    if texts.get(i, (None,))[0] != held:
-                        if tokens is None:
-                            tokens = req.all_token_ids
-                        texts[i] = (held, text_of(tokens[first:first + held]))
-                    block = self.blocks[b] if device == "gpu" else None
-                    states[key] = BlockState(
-                        block_id=b, device=device, state="used", owners=[rid],
-                        ref_count=block.ref_count if block else 1,
-                        prefix_hash=block.block_hash if block else None,
-                        first_position=first, num_tokens=held, text=texts[i][1])
+                self._snapshot_table(states, device, requests[rid], table, text_of)
         for h, holders in self.cached.items():
             for b in holders:
                 block = self.blocks[b]
@@ -315,3 +300,26 @@ class BlockManager:
                         block_id=b, device="gpu", state="cached", owners=[], ref_count=0, prefix_hash=h,
                         first_position=block.first_position, num_tokens=len(block.token_ids), text=block.text)
         return sorted(states.values(), key=lambda s: (s.device != "gpu", s.block_id))
+
+    def _snapshot_table(self, states: dict[tuple[str, int], BlockState], device: str, req: Request,
+                        table: list[int], text_of: Callable[[list[int]], str]) -> None:
+        """One request's pages on one device; a page it shares with a request already drawn gains an owner."""
+        bs = self.block_size
+        texts = self._page_texts.setdefault(req.request_id, {})
+        tokens = None  # the request's token list, built only if a page must be decoded
+        for i, b in enumerate(table):
+            key = (device, b)
+            if key in states:
+                states[key].owners.append(req.request_id)
+                continue
+            first = i * bs
+            held = max(0, min(bs, req.num_computed_tokens - first))
+            if texts.get(i, (None,))[0] != held:
+                if tokens is None:
+                    tokens = req.all_token_ids
+                texts[i] = (held, text_of(tokens[first:first + held]))
+            block = self.blocks[b] if device == "gpu" else None
+            states[key] = BlockState(
+                block_id=b, device=device, state="used", owners=[req.request_id],
+                ref_count=block.ref_count if block else 1, prefix_hash=block.block_hash if block else None,
+                first_position=first, num_tokens=held, text=texts[i][1])

@@ -57,6 +57,11 @@ PRESET_RULES: dict[str, dict[str, object]] = {
                             admission_reserve="prompt"),
 }
 ENGINE_PRESETS = tuple(PRESET_RULES)
+# The knobs that take one of a few words, and the words: the engine checks them, the lab lists them.
+KNOB_CHOICES: dict[str, tuple[str, ...]] = {
+    "device": DEVICES, "dtype": DTYPES, "step_order": STEP_ORDERS, "scheduling_policy": SCHEDULING_POLICIES,
+    "preemption_mode": PREEMPTION_MODES, "victim_rule": VICTIM_RULES, "admission_reserve": ADMISSION_RESERVES,
+    "engine_preset": ENGINE_PRESETS, "kv_allocation": KV_ALLOCATIONS}
 
 
 def _check(ok: bool, knob: str, allowed: str, value: object) -> None:
@@ -144,8 +149,8 @@ class EngineConfig:
     def validate(self) -> None:
         _check(isinstance(self.model, str) and self.model.strip() != "", "model", "a local folder or hub id",
                self.model)
-        _check_choice("device", self.device, DEVICES)
-        _check_choice("dtype", self.dtype, DTYPES)
+        for knob, choices in KNOB_CHOICES.items():
+            _check_choice(knob, getattr(self, knob), choices)
         _check_int("seed", self.seed, 0)
         if self.max_model_len is not None:
             _check_int("max_model_len", self.max_model_len, 2)
@@ -157,19 +162,12 @@ class EngineConfig:
         _check(isinstance(self.enable_chunked_prefill, bool), "enable_chunked_prefill", "True or False",
                self.enable_chunked_prefill)
         _check_int("long_prefill_token_threshold", self.long_prefill_token_threshold, 0)
-        _check_choice("step_order", self.step_order, STEP_ORDERS)
-        _check_choice("scheduling_policy", self.scheduling_policy, SCHEDULING_POLICIES)
-        _check_choice("preemption_mode", self.preemption_mode, PREEMPTION_MODES)
-        _check_choice("victim_rule", self.victim_rule, VICTIM_RULES)
         _check(isinstance(self.watermark, (int, float)) and 0 <= self.watermark < 1, "watermark",
                "a fraction in [0, 1)", self.watermark)
         _check(isinstance(self.preempt_on_admission, bool), "preempt_on_admission", "True or False",
                self.preempt_on_admission)
-        _check_choice("admission_reserve", self.admission_reserve, ADMISSION_RESERVES)
-        _check_choice("engine_preset", self.engine_preset, ENGINE_PRESETS)
         _check(isinstance(self.enable_prefix_caching, bool), "enable_prefix_caching", "True or False",
                self.enable_prefix_caching)
-        _check_choice("kv_allocation", self.kv_allocation, KV_ALLOCATIONS)
         if self.enable_prefix_caching and self.kv_allocation == "contiguous":
             raise ValueError("enable_prefix_caching needs kv_allocation='paged': a contiguous reservation "
                              "cannot share another request's blocks")

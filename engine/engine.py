@@ -13,7 +13,7 @@ import time
 
 from engine.block_manager import BlockManager
 from engine.config import LIVE_KNOBS, EngineConfig, SamplingParams
-from engine.metrics import COUNTER_KEYS, engine_metrics
+from engine.metrics import COUNTER_KEYS, aggregate_metrics, request_metrics
 from engine.model_runner import LoadedModel, ModelRunner, load_model
 from engine.records import (
     Budget,
@@ -24,7 +24,7 @@ from engine.records import (
     StepStats,
     StepTimings,
 )
-from engine.request import FinishReason, Request, RequestStatus
+from engine.request import FinishReason, Request
 from engine.scheduler import Scheduler
 
 
@@ -39,7 +39,6 @@ class Engine:
         self.scheduler = Scheduler(self.config, self.blocks)
         self.runner = ModelRunner(self.loaded, self.config)
         self.requests: dict[str, Request] = {}
-        self.num_finished = 0  # kept as a count: scanning every request each step would grow with history
         self.step_index = 0
         self.clock_ms = 0.0  # engine time: the sum of step wall times, the clock latencies are measured on
         # Added, arrival step not reached: a heap by (arrival step, arrival index), so a step
@@ -116,7 +115,7 @@ class Engine:
             setattr(self.config, knob, getattr(updated, knob))
 
     def has_unfinished_requests(self) -> bool:
-        return self.num_finished < len(self.requests)
+        return self.scheduler.num_finished < len(self.requests)
 
     # ---- the loop ---------------------------------------------------------------------------
 
@@ -131,9 +130,6 @@ class Engine:
                 kind = "preempted_prefix_cache" if e.data["resumed"] else "prefix_cache"
                 self.counters[f"{kind}_queries"] += e.data["query_tokens"]
                 self.counters[f"{kind}_hits"] += e.data["prefix_hit_tokens"]
-        events += [Event("evicted", None, f"page {b} was reused, so the cached prefix {h} it held is forgotten",
-                         {"block": b, "hash": h}) for b, h in self.blocks.evictions]
-        self.blocks.evictions.clear()
         batch = [(self.requests[rid], n) for rid, n in out.scheduled.items()]
         t1 = time.perf_counter()
         for direction, pairs in out.swaps:
@@ -156,9 +152,8 @@ class Engine:
     def _admit_arrivals(self, events: list[Event]) -> None:
         while self._pending and self._pending[0][0] <= self.step_index:
             req = heapq.heappop(self._pending)[2]
-            req.status = RequestStatus.WAITING
             req.arrival_ms = self.clock_ms
-            self.scheduler.waiting.add(req)
+            self.scheduler.add(req)
             events.append(Event("arrived", req.request_id, f"joins the waiting queue with {req.num_prompt_tokens} "
                                 f"prompt tokens, wants up to {req.sampling.max_tokens} more", {}))
 
@@ -199,13 +194,7 @@ class Engine:
         return None
 
     def _finish(self, req: Request, reason: FinishReason) -> None:
-        if req.status == RequestStatus.RUNNING:
-            self.scheduler.running.remove(req)
-            self.blocks.free(req)
-        self.blocks.forget(req)
-        req.status = RequestStatus.FINISHED
-        self.num_finished += 1
-        req.finish_reason = reason
+        self.scheduler.finish(req, reason)
         req.finish_step = self.step_index
         req.finish_ms = self.clock_ms
 
@@ -242,7 +231,7 @@ class Engine:
         stats = StepStats(
             num_requests_running=len(sched.running), num_requests_waiting=len(sched.waiting),
             num_requests_swapped=len(sched.swapped),
-            num_requests_finished=self.num_finished,
+            num_requests_finished=sched.num_finished,
             kv_cache_usage_perc=round(blocks.usage(), 6), num_batched_tokens=tokens, **self.counters)
         return StepRecord(
             step=self.step_index, batch=chunks, budget=budget,
@@ -263,7 +252,14 @@ class Engine:
             finish_reason=req.finish_reason.value if req.finish_reason else None, output_text=req.output_text)
 
     def metrics(self) -> dict:
-        return engine_metrics(self)
+        """Per-request latencies and the run's aggregate: the numbers the lab, the CLI and the tests report."""
+        sched = self.scheduler
+        gauges = {"num_requests_finished": sched.num_finished, "num_requests_running": len(sched.running),
+                  "num_requests_waiting": len(sched.waiting), "num_requests_swapped": len(sched.swapped),
+                  "kv_cache_usage_perc": self.blocks.usage()}
+        per_request = [request_metrics(r) for r in self.requests.values()]
+        aggregate = aggregate_metrics(per_request, self.step_index, self.clock_ms, gauges, dict(self.counters))
+        return {"aggregate": aggregate, "requests": per_request}
 
     def run(self, max_steps: int = 100_000) -> list[StepRecord]:
         """Step until every request has finished (or max_steps), returning the records."""

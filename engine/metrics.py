@@ -6,12 +6,12 @@ and in engine milliseconds (wall time of the steps, what an SLO is written in).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 if TYPE_CHECKING:
-    from engine.engine import Engine
     from engine.request import Request
 
 
@@ -37,12 +37,18 @@ def request_metrics(req: Request) -> dict:
 # preempted requests are kept apart from new requests', as vLLM's PrefixCacheStats does.
 COUNTER_KEYS = ("num_preemptions", "num_recomputed_tokens", "num_swapped_blocks", "prefix_cache_queries",
                 "prefix_cache_hits", "preempted_prefix_cache_queries", "preempted_prefix_cache_hits")
+# The engine's queue and pool gauges after a step (StepStats carries them too).
+GAUGE_KEYS = ("num_requests_finished", "num_requests_running", "num_requests_waiting", "num_requests_swapped",
+              "kv_cache_usage_perc")
 LATENCY_KEYS = ("ttft_steps", "ttft_ms", "itl_steps", "itl_ms", "e2e_steps", "e2e_ms", "queue_time_steps")
+
+
+SUMMARY_STATS = ("mean", "p50", "p95", "max")  # how a latency's distribution is summarised
 
 
 def summarize(values: list[float]) -> dict:
     if not values:
-        return {"mean": None, "p50": None, "p95": None, "max": None}
+        return dict.fromkeys(SUMMARY_STATS)
     arr = np.asarray(values, dtype=float)
     return {"mean": float(arr.mean()), "p50": float(np.percentile(arr, 50)),
             "p95": float(np.percentile(arr, 95)), "max": float(arr.max())}
@@ -82,14 +88,55 @@ def aggregate_metrics(per_request: list[dict], num_steps: int, engine_time_ms: f
     return aggregate
 
 
-def engine_metrics(engine: Engine) -> dict:
-    per_request = [request_metrics(r) for r in engine.requests.values()]
-    gauges = {
-        "num_requests_finished": engine.num_finished,
-        "num_requests_running": len(engine.scheduler.running),
-        "num_requests_waiting": len(engine.scheduler.waiting),
-        "num_requests_swapped": len(engine.scheduler.swapped),
-        "kv_cache_usage_perc": engine.blocks.usage(),
-    }
-    aggregate = aggregate_metrics(per_request, engine.step_index, engine.clock_ms, gauges, dict(engine.counters))
-    return {"aggregate": aggregate, "requests": per_request}
+@dataclass(frozen=True)
+class Metric:
+    """One number a run is judged by, as the CLI, A/B, the sweep, lessons and exports all name it."""
+
+    key: str  # the aggregate's key
+    stat: str | None  # for a distribution (a latency): which summary; None for a single number
+    name: str  # what is measured, e.g. "TTFT"
+    unit: str
+    better: str | None  # "lower", "higher", or None where neither is better by itself
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.stat}" if self.stat else self.name
+
+    @property
+    def id(self) -> str:
+        return f"{self.key}.{self.stat}" if self.stat else self.key
+
+    @property
+    def heading(self) -> str:
+        """A table column's title: the label, with the unit unless the label says it already."""
+        return self.label if self.unit in self.label else f"{self.label} ({self.unit})"
+
+    def value(self, aggregate: dict) -> float | None:
+        value = aggregate.get(self.key)
+        return value[self.stat] if self.stat and value is not None else value
+
+
+def _latency(key: str, name: str, unit: str) -> list[Metric]:
+    return [Metric(key, stat, name, unit, "lower") for stat in SUMMARY_STATS]
+
+
+# Every metric, once. Steps are the same on every machine; ms and tokens/s are this machine's wall time.
+METRICS: dict[str, Metric] = {m.id: m for m in [
+    *_latency("ttft_steps", "TTFT", "steps"), *_latency("ttft_ms", "TTFT", "ms"),
+    *_latency("itl_steps", "ITL", "steps"), *_latency("itl_ms", "ITL", "ms"),
+    *_latency("e2e_steps", "e2e latency", "steps"), *_latency("e2e_ms", "e2e latency", "ms"),
+    *_latency("queue_time_steps", "queue time", "steps"),
+    Metric("num_steps", None, "steps to finish", "steps", "lower"),
+    Metric("generation_tokens", None, "generated tokens", "tokens", None),
+    Metric("throughput_tokens_per_step", None, "throughput", "tokens/step", "higher"),
+    Metric("throughput_tokens_per_s", None, "throughput", "tokens/s", "higher"),
+    Metric("num_preemptions", None, "preemptions", "count", "lower"),
+    Metric("num_recomputed_tokens", None, "recomputed tokens", "tokens", "lower"),
+    Metric("num_swapped_blocks", None, "swapped blocks", "blocks", "lower"),
+    Metric("prefix_cache_hit_rate", None, "prefix cache hit rate", "fraction", "higher"),
+    # A fuller pool is neither good nor bad by itself: it is the price of admitting more.
+    Metric("peak_kv_cache_usage_perc", None, "peak KV usage", "fraction", None),
+    Metric("num_requests_rejected", None, "rejected", "requests", "lower"),
+]}
+
+

@@ -6,6 +6,7 @@ import os
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -94,34 +95,9 @@ def _load(name: str, device: torch.device, dtype: torch.dtype) -> LoadedModel:
         return ModelLoadError(f"model {name!r} cannot be used: {reason}")
 
     local = os.path.isdir(name)
-    # A hub id is "name" or "org/name"; anything else can only have meant a folder.
-    if not local and (os.path.isabs(name) or name.startswith((".", "~")) or name.count("/") > 1):
-        raise fail("not found: there is no folder at that path")
-    if local and not os.path.isfile(os.path.join(name, "config.json")):
-        raise fail("the folder has no config.json, so it holds no transformers model")
     offline = local or not hub_reachable()  # then a hub id is read from the local cache only
-    try:
-        hf_config = AutoConfig.from_pretrained(name, trust_remote_code=False, local_files_only=offline)
-    except (OSError, ValueError) as exc:
-        where = "it is not in the local Hugging Face cache and the hub cannot be reached from this machine" \
-            if offline else "it could not be loaded as a Hugging Face hub id"
-        raise fail(f"not found: no local folder of that name, and {where} ({str(exc).splitlines()[0]})") from exc
-    if getattr(hf_config, "is_encoder_decoder", False):
-        raise fail("it is an encoder-decoder model; the engine serves decoder-only causal LMs")
-    try:
-        model = AutoModelForCausalLM.from_pretrained(
-            name, dtype=dtype, attn_implementation=ATTN_IMPLEMENTATION, trust_remote_code=False,
-            local_files_only=offline)
-    except ValueError as exc:
-        raise fail(f"it is not a causal LM, or its attention cannot be paged ({str(exc).splitlines()[0]})") from exc
-    except OSError as exc:
-        raise fail(f"its weights could not be read ({str(exc).splitlines()[0]})") from exc
-    if not getattr(model, "_supports_attention_backend", False):
-        raise fail(f"{type(model).__name__} does not route attention through transformers' "
-                   "AttentionInterface, so its KV cache cannot be paged")
-    if not all(m.is_causal for m in model.modules() if hasattr(m, "is_causal")):
-        raise fail(f"{type(model).__name__} attends in both directions (an encoder, such as BERT); the engine "
-                   "serves decoder-only causal LMs, where each token sees only the tokens before it")
+    hf_config = _config(name, local, offline, fail)
+    model = _causal_lm(name, dtype, offline, fail)
     try:
         tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=offline)
     except (OSError, ValueError) as exc:
@@ -139,6 +115,43 @@ def _load(name: str, device: torch.device, dtype: torch.dtype) -> LoadedModel:
         max_position_embeddings=getattr(text_config, "max_position_embeddings", 2048),
         num_layers=text_config.num_hidden_layers,
         num_kv_heads=getattr(text_config, "num_key_value_heads", None) or heads, head_dim=head_dim)
+
+
+def _config(name: str, local: bool, offline: bool, fail: Callable[[str], ModelLoadError]):
+    """The model's transformers config: found, and of a decoder-only model."""
+    # A hub id is "name" or "org/name"; anything else can only have meant a folder.
+    if not local and (os.path.isabs(name) or name.startswith((".", "~")) or name.count("/") > 1):
+        raise fail("not found: there is no folder at that path")
+    if local and not os.path.isfile(os.path.join(name, "config.json")):
+        raise fail("the folder has no config.json, so it holds no transformers model")
+    try:
+        hf_config = AutoConfig.from_pretrained(name, trust_remote_code=False, local_files_only=offline)
+    except (OSError, ValueError) as exc:
+        where = "it is not in the local Hugging Face cache and the hub cannot be reached from this machine" \
+            if offline else "it could not be loaded as a Hugging Face hub id"
+        raise fail(f"not found: no local folder of that name, and {where} ({str(exc).splitlines()[0]})") from exc
+    if getattr(hf_config, "is_encoder_decoder", False):
+        raise fail("it is an encoder-decoder model; the engine serves decoder-only causal LMs")
+    return hf_config
+
+
+def _causal_lm(name: str, dtype: torch.dtype, offline: bool, fail: Callable[[str], ModelLoadError]):
+    """The weights, as a causal LM whose attention the engine can page."""
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            name, dtype=dtype, attn_implementation=ATTN_IMPLEMENTATION, trust_remote_code=False,
+            local_files_only=offline)
+    except ValueError as exc:
+        raise fail(f"it is not a causal LM, or its attention cannot be paged ({str(exc).splitlines()[0]})") from exc
+    except OSError as exc:
+        raise fail(f"its weights could not be read ({str(exc).splitlines()[0]})") from exc
+    if not getattr(model, "_supports_attention_backend", False):
+        raise fail(f"{type(model).__name__} does not route attention through transformers' "
+                   "AttentionInterface, so its KV cache cannot be paged")
+    if not all(m.is_causal for m in model.modules() if hasattr(m, "is_causal")):
+        raise fail(f"{type(model).__name__} attends in both directions (an encoder, such as BERT); the engine "
+                   "serves decoder-only causal LMs, where each token sees only the tokens before it")
+    return model
 
 
 class ModelRunner:

@@ -17,6 +17,10 @@ EVENT_KINDS = ("arrived", "rejected", "admitted", "chunk_scheduled", "blocked", 
                "swapped_in", "recompute_started", "evicted", "finished", "idle")
 # What kind of work a request contributed to the forward pass.
 CHUNK_KINDS = ("prefill", "prefill_chunk", "decode", "recompute_prefill")
+# What a request is doing in one step: the kind of work it got, or why it got none. "preempted":
+# sent back to wait for a recompute, until it runs again; "stalled": running, but given no tokens;
+# "finished": rejected, or gone (a request that finishes in a step also did work in it).
+PHASES = (*CHUNK_KINDS, "waiting", "stalled", "preempted", "swapped", "finished")
 
 
 @dataclass
@@ -139,6 +143,20 @@ class StepRecord:
     events: list[Event]
     stats: StepStats
     timings: StepTimings = field(default_factory=StepTimings)
+
+    def phase_of(self, request_id: str) -> str | None:
+        """The request's phase in this step (PHASES), or None if the step does not show it.
+        The one definition the timeline and the trace both read."""
+        chunk = next((c for c in self.batch if c.request_id == request_id), None)
+        if chunk is not None:
+            return chunk.kind
+        if request_id in self.finished:
+            return "finished"
+        if request_id in self.swapped:
+            return "swapped"
+        if request_id in self.waiting:
+            return "preempted" if self.requests[request_id].num_preemptions else "waiting"
+        return "stalled" if request_id in self.running else None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -8,6 +8,13 @@ from dataclasses import dataclass, field
 from engine.config import SamplingParams
 
 
+def id_order(request_id: str) -> tuple[int, str]:
+    """The sort key that lists requests as the engine numbered them: r2 before r10 (ids it was
+    given by name come after, in name order)."""
+    number = request_id[1:]
+    return (int(number), "") if request_id[:1] == "r" and number.isdigit() else (1 << 62, request_id)
+
+
 class RequestStatus(str, enum.Enum):
     PENDING = "pending"  # added, but its arrival step has not come yet
     WAITING = "waiting"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from engine.block_manager import BlockManager
 from engine.config import EngineConfig
 from engine.records import Event
-from engine.request import Request, RequestStatus
+from engine.request import FinishReason, Request, RequestStatus
 from engine.waiting_queue import waiting_queue
 
 # SGLang's starting new_token_ratio (SGLANG_INIT_NEW_TOKEN_RATIO). SGLang decays it toward 0.098 over
@@ -46,6 +46,24 @@ class Scheduler:
         self.waiting = waiting_queue(config.scheduling_policy)
         self.running: list[Request] = []  # in admission order: the last one is the newest
         self.swapped: list[Request] = []
+        self.num_finished = 0  # kept as a count: scanning every request each step would grow with history
+
+    # ---- the request lifecycle: in through add, out through finish ---------------------------
+
+    def add(self, req: Request) -> None:
+        """A request whose arrival step has come joins the waiting queue."""
+        req.status = RequestStatus.WAITING
+        self.waiting.add(req)
+
+    def finish(self, req: Request, reason: FinishReason) -> None:
+        """Retire a request: its pages go back to the pool and its prefix hashes are dropped."""
+        if req.status == RequestStatus.RUNNING:
+            self.running.remove(req)
+            self.blocks.free(req)
+        self.blocks.forget(req)
+        req.status = RequestStatus.FINISHED
+        req.finish_reason = reason
+        self.num_finished += 1
 
     def schedule(self) -> SchedulerOutput:
         out = SchedulerOutput(self.config.max_num_batched_tokens)
@@ -71,6 +89,9 @@ class Scheduler:
                 self._schedule_running(out)
                 if not out.preempted:
                     self._schedule_swapped(out)
+        for block, prefix in self.blocks.take_evictions():
+            out.note("evicted", None, f"page {block} was reused, so the cached prefix {prefix} it held is forgotten",
+                     block=block, hash=prefix)
         return out
 
     # ---- the three queues -------------------------------------------------------------------

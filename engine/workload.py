@@ -17,6 +17,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 
 import numpy as np
 
@@ -101,6 +102,15 @@ def _item(values: dict, line: int) -> WorkloadItem:
 
 
 # ---- files --------------------------------------------------------------------------------
+
+
+# A workload file's format, told by its name's suffix (for the CLI and the lab's upload alike).
+FORMAT_OF_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv"}
+
+
+def format_of(file_name: str) -> str | None:
+    """'jsonl' or 'csv' for a workload file's name; None where the suffix says neither."""
+    return FORMAT_OF_SUFFIX.get(Path(file_name).suffix.lower())
 
 
 def parse_workload(text: str, fmt: str) -> list[WorkloadItem]:
@@ -440,6 +450,50 @@ def generate_workload(spec: GeneratorSpec) -> list[WorkloadItem]:
         items.append(WorkloadItem(text, max_tokens=int(output_lens[i]), priority=int(priorities[i]),
                                   arrival_step=int(arrivals[i]), ignore_eos=True))
     return items
+
+
+# ---- where a workload comes from ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkloadSource:
+    """Where a run's requests come from: a preset, a generator, or a list of requests (a file, a
+    lesson's own, a link's). The one definition the lab's sidebar, its links, its lessons and the
+    CLI read, for both the requests and what to call them.
+
+    A preset or a generator is named by a link instead of listed; a list is listed."""
+
+    preset: str | None = None
+    generator: GeneratorSpec | None = None
+    requests: tuple[WorkloadItem, ...] = ()
+    name: str = ""  # what a list is called: "file trace.jsonl", "lesson 3"
+
+    def __post_init__(self) -> None:
+        if self.preset is not None and self.preset not in PRESETS:
+            raise WorkloadError(f"unknown preset {self.preset!r}; presets: {', '.join(PRESETS)}")
+        if self.preset is not None and self.generator is not None:
+            raise WorkloadError("a workload comes from a preset or a generator, not both")
+        object.__setattr__(self, "requests", tuple(self.requests))
+
+    @property
+    def named(self) -> bool:
+        """A preset or a generator: a few words rebuild it, so a link names it instead of listing it."""
+        return self.preset is not None or self.generator is not None
+
+    def items(self) -> list[WorkloadItem]:
+        if self.preset is not None:
+            return PRESETS[self.preset]()
+        if self.generator is not None:
+            return generate_workload(self.generator)
+        return list(self.requests)
+
+    @property
+    def label(self) -> str:
+        if self.preset is not None:
+            return f"preset {self.preset}"
+        if self.generator is not None:
+            return f"generated workload (seed {self.generator.seed})"
+        return self.name or "workload"
 
 
 def submit(engine, items: list[WorkloadItem]) -> list[str]:

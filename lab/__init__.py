@@ -1,12 +1,14 @@
-"""The lab: Streamlit views over the engine's StepRecords, and each session's run.
+"""The lab: pure Python over the engine's StepRecords; never imports streamlit (ui/ draws it).
 
-    state.py     a session's Run: its script, records and time travel (no Streamlit in Run itself)
-    controls.py  the step bar, the knobs and the workload panel
-    views.py     the page, section by section; lab_page(run, aside=...) is the lesson panel's hook
-    charts/      Plotly figure builders, pure functions of records
-    palette.py   one colour per request, one per state, one mark per move
-    lesson_panel.py  a lesson beside the charts: text, hints, variants, graded questions, the challenge
-    lesson_page.py   the Lessons and Glossary pages
+    run.py        History (records, the step on screen) and Run (a History with an engine: time travel)
+    recording.py  a saved run, replayed without an engine
+    scenario.py   a run as a link's scenario, and back
+    metrics.py    engine.metrics from records alone
+    compare.py    two configs in lock-step (A/B);  sweep.py: one knob, many values
+    lessons/      lesson files, checkpoint rules, the tuning challenge, a student's progress
+    export/       run file, Chrome trace, metrics CSV, HTML charts
+    charts/       Plotly figure builders, pure functions of records
+    palette.py    one colour per request, one per state, one mark per move
 
 Nothing here schedules: every number drawn comes from a StepRecord.
 """

@@ -11,9 +11,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from engine import Engine, EngineConfig, StepRecord, load_model
-from engine.metrics import metric_values
+from engine.metrics import METRICS, metric_values
 from engine.workload import WorkloadItem, submit
-from lab.export import run_metrics
+from lab.metrics import run_metrics
 
 LABELS = ("A", "B")
 COLORS = ("#1f77b4", "#ff7f0e")
@@ -60,24 +60,11 @@ class ABRun:
 
 # ---- the summary table --------------------------------------------------------------------------
 
-# (row label, unit, aggregate key, summary statistic or None, which way is better or None)
-_ROWS = (
-    ("TTFT p50", "steps", "ttft_steps", "p50", "lower"),
-    ("TTFT p95", "steps", "ttft_steps", "p95", "lower"),
-    ("ITL p50", "steps", "itl_steps", "p50", "lower"),
-    ("ITL p95", "steps", "itl_steps", "p95", "lower"),
-    ("e2e latency p50", "steps", "e2e_steps", "p50", "lower"),
-    ("e2e latency p95", "steps", "e2e_steps", "p95", "lower"),
-    ("steps to finish", "steps", "num_steps", None, "lower"),
-    ("throughput", "tokens/step", "throughput_tokens_per_step", None, "higher"),
-    ("throughput", "tokens/s", "throughput_tokens_per_s", None, "higher"),
-    ("preemptions", "count", "num_preemptions", None, "lower"),
-    ("recomputed tokens", "tokens", "num_recomputed_tokens", None, "lower"),
-    ("swapped blocks", "blocks", "num_swapped_blocks", None, "lower"),
-    ("prefix cache hit rate", "fraction", "prefix_cache_hit_rate", None, "higher"),
-    # A fuller pool is neither good nor bad by itself: it is the price of admitting more.
-    ("peak KV usage", "fraction", "peak_kv_cache_usage_perc", None, None),
-)
+# The rows of the A/B table, from the one metric catalogue.
+ROWS = tuple(METRICS[m] for m in (
+    "ttft_steps.p50", "ttft_steps.p95", "itl_steps.p50", "itl_steps.p95", "e2e_steps.p50", "e2e_steps.p95",
+    "num_steps", "throughput_tokens_per_step", "throughput_tokens_per_s", "num_preemptions", "num_recomputed_tokens",
+    "num_swapped_blocks", "prefix_cache_hit_rate", "peak_kv_cache_usage_perc"))
 
 
 def diff_table(metrics_a: dict, metrics_b: dict) -> list[dict]:
@@ -86,15 +73,13 @@ def diff_table(metrics_a: dict, metrics_b: dict) -> list[dict]:
     Latencies are in steps, which do not change from rerun to rerun; only tokens/s is wall time.
     A value is None where it does not exist yet (no request has produced a token)."""
     rows = []
-    for label, unit, key, stat, direction in _ROWS:
-        a, b = (m["aggregate"][key] for m in (metrics_a, metrics_b))
-        if stat:
-            a, b = a[stat], b[stat]
+    for row in ROWS:
+        a, b = (row.value(m["aggregate"]) for m in (metrics_a, metrics_b))
         delta = None if a is None or b is None else b - a
         better = None
-        if delta is not None and direction:
-            better = "same" if delta == 0 else "B" if (delta < 0) == (direction == "lower") else "A"
-        rows.append({"metric": label, "unit": unit, "A": a, "B": b, "delta": delta,
+        if delta is not None and row.better:
+            better = "same" if delta == 0 else "B" if (delta < 0) == (row.better == "lower") else "A"
+        rows.append({"metric": row.label, "unit": row.unit, "A": a, "B": b, "delta": delta,
                      "change_pct": 100 * delta / a if delta is not None and a else None, "better": better})
     return rows
 

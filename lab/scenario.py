@@ -35,11 +35,13 @@ from dataclasses import dataclass, field
 
 from engine import EngineConfig
 from engine.config import LIVE_KNOBS
-from engine.workload import PRESETS, GeneratorSpec, WorkloadItem, generate_workload
+from engine.workload import PRESETS, GeneratorSpec, WorkloadItem, WorkloadSource
+from lab.run import History, Loader, Run
 
 KNOB_PREFIX = "k."
 REQUEST_PREFIX = "req."
 NO_WORKLOAD = "none"  # preset=none: the link's own requests are the whole workload
+LINK_LIST = WorkloadSource(name="workload from a link")  # what preset=none reads as: no requests of its own
 # The model and device name things on the machine serving the lab, not part of a scenario.
 LINK_KNOBS = tuple(f.name for f in dataclasses.fields(EngineConfig) if f.name not in ("model", "device"))
 # GeneratorSpec field -> its parameter name.
@@ -62,11 +64,12 @@ class Scenario:
 
     lesson: str | None = None
     knobs: dict[str, object] = field(default_factory=dict)  # only knobs that differ from the defaults
-    # A PRESETS name (or NO_WORKLOAD), or a generator spec (seed included); None: the lesson's or the lab's own.
-    workload: str | GeneratorSpec | None = None
+    # A preset or a generator (seed included), or an empty list (preset=none: only the requests below);
+    # None: the lesson's or the lab's own.
+    workload: WorkloadSource | None = None
     requests: list[WorkloadItem] = field(default_factory=list)  # added by hand, after the workload's
     step: int | None = None  # the step on screen; None: before the first step
-    # What the user changed mid-run, as lab.state.Run files it, so a link replays the run exactly:
+    # What the user changed mid-run, as lab.run.Run files it, so a link replays the run exactly:
     # live knobs set just before a step, and the step each hand-added request was added before
     # (index into requests; a request not listed here joins the workload before step 0).
     live_knobs: dict[int, dict[str, object]] = field(default_factory=dict)
@@ -88,14 +91,7 @@ def scenario_workload(scenario: Scenario, default: Sequence[WorkloadItem] = ()) 
     """The requests to submit: the preset's or generator's (default: the lesson's or the lab's
     own workload, when the link names none), then the hand-added ones not added mid-run
     (those are in scenario_changes)."""
-    if scenario.workload == NO_WORKLOAD:
-        items = []
-    elif isinstance(scenario.workload, str):
-        items = PRESETS[scenario.workload]()
-    elif isinstance(scenario.workload, GeneratorSpec):
-        items = generate_workload(scenario.workload)
-    else:
-        items = list(default)
+    items = list(default) if scenario.workload is None else scenario.workload.items()
     return items + [item for i, item in enumerate(scenario.requests) if i not in scenario.added_at]
 
 
@@ -107,6 +103,51 @@ def scenario_changes(scenario: Scenario) -> dict[int, tuple[dict[str, object], l
     for i in sorted(scenario.added_at):
         changes.setdefault(scenario.added_at[i], ({}, []))[1].append(scenario.requests[i])
     return dict(sorted(changes.items()))
+
+
+def scenario_of(run: History, base: EngineConfig, source: WorkloadSource, lesson: str | None = None) -> Scenario:
+    """The run as a link's scenario. base: the config its knobs are relative to (the lesson's, or
+    the lab's defaults); source: where its workload came from (in a lesson, the lesson's).
+
+    The workload is named by its source (a lesson, a preset, a generator) where the run's
+    workload starts with the source's requests; anything else is listed request by request."""
+    named = source.items() if lesson is not None or source.named else []
+    if run.workload[:len(named)] != named:
+        named = []
+    workload = LINK_LIST if not named else None if lesson is not None else source
+    requests = run.workload[len(named):]
+    added_at = {}
+    for step, change in sorted(run.changes.items()):
+        for item in change.requests:
+            added_at[len(requests)] = step
+            requests.append(item)
+    live = {step: dict(change.knobs) for step, change in run.changes.items() if change.knobs}
+    return Scenario(lesson=lesson, knobs=changed_knobs(run.config, base), workload=workload, requests=requests,
+                    step=run.cursor if run.cursor >= 0 else None, live_knobs=live, added_at=added_at)
+
+
+def open_scenario(scenario: Scenario, base: EngineConfig, default: Sequence[WorkloadItem],
+                  load: Loader) -> tuple[Run, list[str]]:
+    """A run rebuilt from a scenario: its config and workload, then its mid-run changes replayed
+    up to its step. Returns notes on what did not fit; ValueError if the run cannot be built."""
+    run = Run(scenario_config(scenario, base), scenario_workload(scenario, default), load=load)
+    notes = []
+    for step, (knobs, items) in scenario_changes(scenario).items():
+        if step > run.next_step:
+            run.step(step - run.next_step)
+        if step != run.next_step:
+            notes.append(f"the run had finished before step {step}, so the changes the link makes there apply "
+                         f"before step {run.next_step}")
+        if knobs:
+            run.set_knobs(**knobs)
+        for item in items:
+            run.add_request(item)
+    if scenario.step is not None:
+        run.step(scenario.step + 1 - run.next_step)
+        run.seek(scenario.step)
+        if run.cursor != scenario.step:
+            notes.append(f"link parameter step={scenario.step}: the run ends at step {run.cursor}, shown instead")
+    return run, notes
 
 
 # ---- encoding -----------------------------------------------------------------------------------
@@ -133,27 +174,36 @@ def encode_scenario(scenario: Scenario, defaults: EngineConfig | None = None) ->
     for knob in LINK_KNOBS:  # in the config's order, so equal scenarios give equal links
         if knob in scenario.knobs and scenario.knobs[knob] != base[knob]:
             params[KNOB_PREFIX + knob] = _text(scenario.knobs[knob])
-    if isinstance(scenario.workload, str):
-        params["preset"] = scenario.workload
-    elif isinstance(scenario.workload, GeneratorSpec):
-        params["seed"] = str(scenario.workload.seed)  # always present: it is what marks a generated workload
-        for name, key in GENERATOR_PARAMS.items():
-            value = getattr(scenario.workload, name)
-            if name != "seed" and value != getattr(_SPEC_DEFAULTS, name):
-                params[key] = _text(value)
+    params |= _workload_params(scenario.workload)
     for i, item in enumerate(scenario.requests):
-        params[f"{REQUEST_PREFIX}{i}"] = item.prompt
-        for name, default in _ITEM_DEFAULTS.items():
-            if getattr(item, name) != default:
-                params[f"{REQUEST_PREFIX}{i}.{name}"] = _text(getattr(item, name))
-        if i in scenario.added_at:
-            params[f"{REQUEST_PREFIX}{i}.at"] = str(scenario.added_at[i])
+        params |= _request_params(i, item, scenario.added_at.get(i))
     for step, knobs in sorted(scenario.live_knobs.items()):
-        for knob in LINK_KNOBS:
-            if knob in knobs:
-                params[f"at{step}.{knob}"] = _text(knobs[knob])
+        params |= {f"at{step}.{knob}": _text(knobs[knob]) for knob in LINK_KNOBS if knob in knobs}
     if scenario.step is not None:
         params["step"] = str(scenario.step)
+    return params
+
+
+def _workload_params(source: WorkloadSource | None) -> dict[str, str]:
+    if source is None:
+        return {}
+    if source.generator is None:
+        return {"preset": source.preset or NO_WORKLOAD}
+    params = {"seed": str(source.generator.seed)}  # always present: it is what marks a generated workload
+    for name, key in GENERATOR_PARAMS.items():
+        value = getattr(source.generator, name)
+        if name != "seed" and value != getattr(_SPEC_DEFAULTS, name):
+            params[key] = _text(value)
+    return params
+
+
+def _request_params(i: int, item: WorkloadItem, added_at: int | None) -> dict[str, str]:
+    params = {f"{REQUEST_PREFIX}{i}": item.prompt}
+    for name, default in _ITEM_DEFAULTS.items():
+        if getattr(item, name) != default:
+            params[f"{REQUEST_PREFIX}{i}.{name}"] = _text(getattr(item, name))
+    if added_at is not None:
+        params[f"{REQUEST_PREFIX}{i}.at"] = str(added_at)
     return params
 
 
@@ -171,24 +221,33 @@ def _parse(text: str, tp: object) -> object:
         if not match:
             raise ValueError(f"expected a range like 8-96, got {text!r}")
         return int(match[1]), int(match[2])
-    if tp is bool:
-        flags = {"true": True, "false": False, "1": True, "0": False, "on": True, "off": False}
-        if text.lower() not in flags:
-            raise ValueError(f"expected true or false, got {text!r}")
-        return flags[text.lower()]
-    if tp is int:
-        if not re.fullmatch(r"[+-]?\d{1,18}", text):
-            raise ValueError(f"expected an integer, got {text!r}")
-        return int(text)
-    if tp is float:
-        try:
-            number = float(text)
-        except ValueError:
-            number = math.nan
-        if not math.isfinite(number) or len(text) > 32:
-            raise ValueError(f"expected a number, got {text!r}")
-        return number
-    return text
+    return _PARSERS.get(tp, str)(text)
+
+
+def _bool(text: str) -> bool:
+    flags = {"true": True, "false": False, "1": True, "0": False, "on": True, "off": False}
+    if text.lower() not in flags:
+        raise ValueError(f"expected true or false, got {text!r}")
+    return flags[text.lower()]
+
+
+def _int(text: str) -> int:
+    if not re.fullmatch(r"[+-]?\d{1,18}", text):
+        raise ValueError(f"expected an integer, got {text!r}")
+    return int(text)
+
+
+def _float(text: str) -> float:
+    try:
+        number = float(text)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number) or len(text) > 32:
+        raise ValueError(f"expected a number, got {text!r}")
+    return number
+
+
+_PARSERS = {bool: _bool, int: _int, float: _float}
 
 
 def parse_knob(knob: str, text: str) -> object:
@@ -248,15 +307,17 @@ class _Decoder:
                 knobs[knob] = parsed
         return {k: knobs[k] for k in LINK_KNOBS if k in knobs}
 
-    def workload(self) -> str | GeneratorSpec | None:
+    def workload(self) -> WorkloadSource | None:
         preset = self.take("preset")
         given = [key for key in GENERATOR_PARAMS.values() if key in self.params]
         if preset is not None:
             for key in given:
                 self.take(key)
                 self.warn(key, "the link also names a preset, which is used instead of a generated workload")
-            if preset in PRESETS or preset == NO_WORKLOAD:
-                return preset
+            if preset == NO_WORKLOAD:
+                return LINK_LIST
+            if preset in PRESETS:
+                return WorkloadSource(preset=preset)
             self.warn("preset", f"no such preset (presets: {', '.join(PRESETS)}, or {NO_WORKLOAD})")
             return None
         if not given:
@@ -272,7 +333,7 @@ class _Decoder:
                 self.warn(key, str(exc))
                 continue
             values[name] = value
-        return GeneratorSpec(**values)
+        return WorkloadSource(generator=GeneratorSpec(**values))
 
     def live_knobs(self, base: EngineConfig) -> dict[int, dict[str, object]]:
         changes: dict[int, dict[str, object]] = {}

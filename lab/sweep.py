@@ -17,9 +17,10 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from engine import Engine, EngineConfig, load_model
+from engine.metrics import METRICS
 from engine.workload import WorkloadItem, submit
 from lab.charts.style import Subplots
-from lab.export import run_metrics
+from lab.metrics import run_metrics
 from lab.scenario import parse_knob
 
 # The knobs a sweep may vary, with the values it suggests. Not the model, device, dtype or
@@ -43,30 +44,17 @@ SUGGESTED = {
 MAX_VALUES = 8
 MAX_STEPS = 5_000  # per run; a run still going then is reported as unfinished
 
-# Table columns: (heading, aggregate key, statistic or None). Steps are the same on every
-# machine; tokens/s and milliseconds are this machine's wall time.
-COLUMNS = (
-    ("TTFT p50 (steps)", "ttft_steps", "p50"),
-    ("TTFT p95 (steps)", "ttft_steps", "p95"),
-    ("ITL p95 (steps)", "itl_steps", "p95"),
-    ("ITL max (steps)", "itl_steps", "max"),
-    ("e2e p95 (steps)", "e2e_steps", "p95"),
-    ("steps to finish", "num_steps", None),
-    ("tokens/step", "throughput_tokens_per_step", None),
-    ("tokens/s", "throughput_tokens_per_s", None),
-    ("TTFT p95 (ms)", "ttft_ms", "p95"),
-    ("ITL p95 (ms)", "itl_ms", "p95"),
-    ("preemptions", "num_preemptions", None),
-    ("recomputed tokens", "num_recomputed_tokens", None),
-    ("peak KV usage", "peak_kv_cache_usage_perc", None),
-    ("rejected", "num_requests_rejected", None),
-)
-# Figure panels: (title, [(line name, column heading)]).
+# The table's columns, from the one metric catalogue; the figure's panels draw some of them.
+COLUMNS = tuple(METRICS[m] for m in (
+    "ttft_steps.p50", "ttft_steps.p95", "itl_steps.p95", "itl_steps.max", "e2e_steps.p95", "num_steps",
+    "throughput_tokens_per_step", "throughput_tokens_per_s", "ttft_ms.p95", "itl_ms.p95", "num_preemptions",
+    "num_recomputed_tokens", "peak_kv_cache_usage_perc", "num_requests_rejected"))
+# Figure panels: (title, [(line name, metric id)]).
 PANELS = (
-    ("Time to first token (steps)", [("p50", "TTFT p50 (steps)"), ("p95", "TTFT p95 (steps)")]),
-    ("Inter-token latency (steps)", [("p95", "ITL p95 (steps)"), ("max", "ITL max (steps)")]),
-    ("Throughput (tokens per step)", [("tokens/step", "tokens/step")]),
-    ("Repeated work", [("preemptions", "preemptions"), ("recomputed tokens", "recomputed tokens")]),
+    ("Time to first token (steps)", [("p50", "ttft_steps.p50"), ("p95", "ttft_steps.p95")]),
+    ("Inter-token latency (steps)", [("p95", "itl_steps.p95"), ("max", "itl_steps.max")]),
+    ("Throughput (tokens per step)", [("tokens/step", "throughput_tokens_per_step")]),
+    ("Repeated work", [("preemptions", "num_preemptions"), ("recomputed tokens", "num_recomputed_tokens")]),
 )
 LINE_COLORS = ("#0072B2", "#D55E00")
 LINE_DASHES = ("solid", "dash")  # where two lines coincide, the dashed one still shows the other
@@ -97,7 +85,7 @@ def parse_values(knob: str, text: str, base: EngineConfig) -> list:
 @dataclass
 class SweepPoint:
     value: object
-    metrics: dict  # lab.export.run_metrics of the run
+    metrics: dict  # lab.metrics.run_metrics of the run
     finished: bool
 
 
@@ -115,15 +103,10 @@ def run_sweep(base: EngineConfig, workload: list[WorkloadItem], knob: str, value
     return points
 
 
-def _cell(aggregate: dict, key: str, stat: str | None) -> float | None:
-    value = aggregate[key]
-    return value[stat] if stat else value
-
-
 def table(knob: str, points: list[SweepPoint]) -> list[dict]:
     """One row per value: the knob's value, then every column (None where nothing was measured)."""
     return [{knob: str(p.value),
-             **{heading: _cell(p.metrics["aggregate"], key, stat) for heading, key, stat in COLUMNS},
+             **{m.heading: m.value(p.metrics["aggregate"]) for m in COLUMNS},
              "finished": p.finished} for p in points]
 
 
@@ -145,9 +128,9 @@ def figure(knob: str, points: list[SweepPoint], current: object = None) -> go.Fi
                    horizontal_spacing=0.1)
     for i, (_, lines) in enumerate(PANELS):
         hover = "%{x}<br>%{fullData.name}: %{y:.3g}<extra></extra>"
-        fig.add([go.Scatter(x=x, y=[row[heading] for row in rows], name=name, mode="lines+markers",
+        fig.add([go.Scatter(x=x, y=[row[METRICS[m].heading] for row in rows], name=name, mode="lines+markers",
                             line=dict(color=color, dash=dash), hovertemplate=hover)
-                 for (name, heading), color, dash in zip(lines, LINE_COLORS, LINE_DASHES, strict=False)],
+                 for (name, m), color, dash in zip(lines, LINE_COLORS, LINE_DASHES, strict=False)],
                 row=i // 2 + 1, col=i % 2 + 1)
     fig.axes(x=dict(type="category", range=[-0.5, len(x) - 0.5]), y=dict(rangemode="tozero"))
     fig.axes(x=dict(title=dict(text=knob)), row=2)

@@ -27,14 +27,19 @@ def at(lab_model, monkeypatch) -> AppTest:
 
 
 def open_page(page: str) -> AppTest:
-    """One page of the lab on its own, e.g. page='ab_page' runs lab.ab_page.page()."""
-    app = AppTest.from_string(f"from lab import {page}\n{page}.page()", default_timeout=120).run()
+    """One page of the lab on its own, e.g. page='ab' runs ui.pages.ab.page()."""
+    app = AppTest.from_string(f"from ui.pages import {page}\n{page}.page()", default_timeout=120).run()
     assert not app.exception, app.exception
     return app
 
 
 def run_of(app: AppTest):
-    return app.session_state["lab_run"]
+    return session_of(app).run
+
+
+def session_of(app: AppTest):
+    """The browser session's state: one object (ui/session.py)."""
+    return app.session_state["session"]
 
 
 def click(app: AppTest, key: str) -> AppTest:
@@ -189,11 +194,11 @@ def test_add_request_joins_at_the_next_step(at):
 
 def test_play_steps_and_pause_stops(at):
     click(at, "play")
-    assert at.session_state["playing"] and run_of(at).cursor == 0  # the live part stepped once
+    assert at.session_state["session"].playing and run_of(at).cursor == 0  # the live part stepped once
     click(at, "play")
     cursor = run_of(at).cursor
     at.run()
-    assert not at.session_state["playing"] and run_of(at).cursor == cursor
+    assert not at.session_state["session"].playing and run_of(at).cursor == cursor
 
 
 def charts(app: AppTest) -> dict[str, dict]:
@@ -267,7 +272,7 @@ def test_bad_request_shows_the_message_and_keeps_the_run(at):
 def scripted_run(lab_model):
     """Ten steps with a live knob change before step 3 and a request added before step 5."""
     from engine import EngineConfig
-    from lab.state import Run
+    from lab.run import Run
 
     run = Run(EngineConfig(model=lab_model, num_gpu_blocks=24, max_num_batched_tokens=64),
               [WorkloadItem(f"ROMEO:\nLine {i}, my lord.", max_tokens=20, arrival_step=i, ignore_eos=True)

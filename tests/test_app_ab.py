@@ -16,7 +16,7 @@ from lab.compare import diff_table
 @pytest.fixture
 def ab(lab_model, monkeypatch) -> AppTest:
     monkeypatch.setenv("LAB_MODEL", lab_model)
-    return open_page("ab_page")
+    return open_page("ab")
 
 
 def press(app: AppTest, label: str) -> AppTest:
@@ -39,8 +39,8 @@ def figure(app: AppTest, key: str) -> dict:
 
 
 def test_both_sides_start_as_the_lab_and_say_so(ab):
-    lab = ab.session_state["lab_run"]
-    a, b = ab.session_state["ab_configs"]
+    lab = ab.session_state["session"].run
+    a, b = ab.session_state["session"].ab_configs
     assert a == b == lab.config_next()
     assert "same knobs" in ab.info[0].value
     assert ab.number_input(key="ab_A_num_gpu_blocks").value == lab.config_next().num_gpu_blocks
@@ -52,13 +52,13 @@ def test_lock_step_runs_each_config_on_the_same_workload(ab):
     press(ab, "Step both")
     ab.number_input(key="ab_n").set_value(5)
     press(ab, "Run")
-    run = ab.session_state["ab"]
+    run = ab.session_state["session"].ab
     records_a, records_b = run.records
     assert len(records_a) == len(records_b) == 6  # lock-step
     assert {r.budget.num_gpu_blocks for r in records_b} == {12} and records_a[0].budget.num_gpu_blocks == 64
     # Each side is exactly the engine that config gives on the lab's workload.
-    lab = ab.session_state["lab_run"]
-    for config, records in zip(ab.session_state["ab_configs"], run.records, strict=True):
+    lab = ab.session_state["session"].run
+    for config, records in zip(ab.session_state["session"].ab_configs, run.records, strict=True):
         engine = Engine(config)
         submit(engine, lab.items())
         assert [engine.step().without_timings() for _ in records] == [r.without_timings() for r in records]
@@ -74,7 +74,7 @@ def test_lock_step_runs_each_config_on_the_same_workload(ab):
 def test_run_to_the_end_fills_the_comparison(ab):
     start_b(ab, max_num_seqs=2)
     press(ab, "Run to the end")
-    run = ab.session_state["ab"]
+    run = ab.session_state["session"].ab
     assert run.done and ab.button(key="ab_step").disabled
     table = ab.dataframe[0].value
     expected = diff_table(*run.metrics())
@@ -89,11 +89,11 @@ def test_run_to_the_end_fills_the_comparison(ab):
 
 
 def test_a_bad_config_says_which_and_keeps_the_comparison(ab):
-    before = ab.session_state["ab"]
+    before = ab.session_state["session"].ab
     press(ab, "Step both")
     start_b(ab, enable_prefix_caching=True, kv_allocation="contiguous")
     assert "Config B" in ab.error[0].value and "enable_prefix_caching needs kv_allocation='paged'" in ab.error[0].value
-    assert ab.session_state["ab"] is before and len(before.records[0]) == 1
+    assert ab.session_state["session"].ab is before and len(before.records[0]) == 1
     press(ab, "Both from the lab's knobs")
     assert ab.toggle(key="ab_B_enable_prefix_caching").value is False
     press(ab, "Step both")  # the page still works

@@ -14,8 +14,8 @@ from streamlit.testing.v1 import AppTest
 from test_app import APP, click, markdown, run_of
 from test_lessons import BY_ID, LESSONS, SOLUTION, finish
 
-from lab.controls import KNOBS
 from lab.lessons import format_answer, load_glossary, score_challenge
+from ui.widgets.knobs import KNOBS
 
 loaded = test_lessons.loaded  # the fixture that checks the default model, which the lessons are written for
 
@@ -30,14 +30,14 @@ def open_lesson(lab_model, monkeypatch):
         at.query_params["lesson"] = lesson_id
         at.run()
         assert not at.exception, at.exception
-        assert at.session_state["lesson_id"] == lesson_id
+        assert at.session_state["session"].lesson_id == lesson_id
         return at
 
     return opener
 
 
 def progress(at: AppTest, lesson_id: str):
-    return at.session_state["lesson_visits"][lesson_id].progress
+    return at.session_state["session"].visits[lesson_id].progress
 
 
 def checkpoint(lesson_id: str, checkpoint_id: str):
@@ -75,9 +75,9 @@ def test_each_lesson_opens_at_its_start_with_its_config_and_text(open_lesson, la
         at.selectbox(key="lesson_pick").set_value(lesson.id).run()
         assert not at.exception, at.exception
         run = run_of(at)
-        assert at.session_state["lesson_id"] == lesson.id
+        assert at.session_state["session"].lesson_id == lesson.id
         assert run.config == lesson.engine_config(model=lab_model)
-        assert run.workload == lesson.workload_items()
+        assert run.workload == lesson.workload.items()
         assert (run.next_step, run.at_latest) == (lesson.start_step, True)
         shown = markdown(at)
         assert lesson.sections[0].body in shown and "Section 1 of" in messages(at.caption)
@@ -127,10 +127,10 @@ def test_play_pauses_before_a_question(open_lesson):
     run = run_of(at)
     click(at, "play")
     for _ in range(10):  # each run of the page is one tick of the player
-        if not at.session_state["playing"]:
+        if not at.session_state["session"].playing:
             break
         at.run()
-    assert not at.session_state["playing"] and run.next_step == 5
+    assert not at.session_state["session"].playing and run.next_step == 5
     assert "question before step 5" in messages(at.warning)
 
 
@@ -169,7 +169,7 @@ def test_a_variant_restarts_the_same_workload_under_its_knobs(open_lesson, lab_m
     click(at, "variant_swap")
     run = run_of(at)
     assert run.config == lesson.engine_config("swap", model=lab_model) and run.config.preemption_mode == "swap"
-    assert run.workload == lesson.workload_items() and run.next_step == 0
+    assert run.workload == lesson.workload.items() and run.next_step == 0
     assert "Variant: **swap**" in markdown(at) and at.button(key="variant_base")
     at.number_input(key="run_n").set_value(10)
     click(at, "run_steps")
@@ -215,7 +215,7 @@ def test_closing_a_lesson_keeps_the_run_in_the_free_lab(open_lesson):
     run = run_of(at)
     click(at, "step")
     click(at, "close_lesson")
-    assert at.session_state["lesson_id"] is None and run_of(at) is run and run.next_step == 1
+    assert at.session_state["session"].lesson_id is None and run_of(at) is run and run.next_step == 1
     assert "lesson_pick" not in [w.key for w in at.selectbox], "the lesson panel is gone"
     assert "You left the lesson" in messages(at.info)
 
@@ -224,7 +224,7 @@ def _lessons_pages() -> None:
     """The Lessons and Glossary pages as app.py registers them, with a stand-in for the lab page."""
     import streamlit as st
 
-    from lab import lesson_page
+    from ui.pages import lessons as lesson_page
 
     lab = st.Page(lambda: st.markdown("the lab page"), title="Lab", url_path="lab")
     catalogue = st.Page(lambda: lesson_page.catalogue(lab), title="Lessons", url_path="lessons", default=True)
@@ -241,12 +241,12 @@ def test_the_lessons_page_lists_every_lesson_and_opens_one_in_the_lab(lab_model,
     lesson = BY_ID["05_paged_attention"]
     click(at, f"start_{lesson.id}")
     assert "the lab page" in markdown(at)
-    assert at.session_state["lesson_id"] == lesson.id
+    assert at.session_state["session"].lesson_id == lesson.id
     assert run_of(at).config == lesson.engine_config(model=lab_model)
 
 
 def _glossary_page() -> None:
-    from lab import lesson_page
+    from ui.pages import lessons as lesson_page
 
     lesson_page.glossary()
 

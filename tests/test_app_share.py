@@ -16,8 +16,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from test_app import APP, charts, click, run_of
 
-from engine.workload import WorkloadItem, dump_workload
-from lab import share
+from engine.workload import WorkloadItem, WorkloadSource, dump_workload
+from lab.export import downloads, step_figures
+from lab.recording import Recording
 from lab.scenario import Scenario, decode_scenario, encode_scenario, scenario_changes
 
 
@@ -45,7 +46,7 @@ def link_of(app: AppTest) -> dict[str, str]:
 
 def export(app: AppTest, label: str) -> str:
     """The contents the sidebar's download button with this label would hand the browser."""
-    (data,) = [d for lbl, _, d, _, _ in share.downloads(run_of(app)) if lbl.startswith(label)]
+    (data,) = [d for lbl, _, d, _, _ in downloads(run_of(app)) if lbl.startswith(label)]
     return data()
 
 
@@ -60,7 +61,7 @@ def test_link_round_trips_mid_run_changes():
     """The two things a plain scenario could not say: a live knob set mid-run, and a request added
     before its arrival step (it must be submitted then, not at step 0, or ids and rejections move)."""
     late = WorkloadItem("PAGE:\nMy lord?", max_tokens=4, arrival_step=9)
-    scenario = Scenario(workload="burst", requests=[WorkloadItem("KING:"), late], step=12,
+    scenario = Scenario(workload=WorkloadSource(preset="burst"), requests=[WorkloadItem("KING:"), late], step=12,
                         live_knobs={3: {"max_num_seqs": 2, "step_order": "prefill_first"}}, added_at={1: 5})
     params = encode_scenario(scenario)
     assert params["at3.max_num_seqs"] == "2" and params["req.1.at"] == "5" and "req.0.at" not in params
@@ -92,7 +93,7 @@ def test_a_link_reproduces_the_run_step_for_step(lab_env):
     assert link == {"k.num_gpu_blocks": "12", "preset": "burst", "req.0": "KING:\nWho goes there?",
                     "req.0.max_tokens": "24", "req.0.arrival_step": "6", "req.0.at": "3", "at3.max_num_seqs": "3",
                     "step": "6"}
-    assert share.share_url(run).endswith("step=6")
+    assert any(code.value.endswith("step=6") for code in app.code)  # the sidebar's share link
 
     opened = open_app(link)
     assert not opened.warning
@@ -138,10 +139,10 @@ def test_export_then_import_replays_the_same_records_without_the_engine(lab_env)
     live = run_of(app)
     upload_run(app, "mine.jsonl", export(app, "Run"))
     replay = run_of(app)
-    assert isinstance(replay, share.Recording) and replay is not live
+    assert isinstance(replay, Recording) and replay is not live
     assert timeless(replay.records) == timeless(live.records) and replay.config == live.config
     assert "Replay of mine.jsonl" in app.info[0].value
-    assert app.session_state["lab_run"].cursor == -1
+    assert app.session_state["session"].run.cursor == -1
     click(app, "run_steps")  # moves through the recording (10 asked, 6 recorded)
     assert replay.cursor == 5 and app.button(key="step").disabled
     assert "Step 5 is the last recorded step" in app.info[0].value
@@ -160,7 +161,7 @@ def test_continue_live_re_runs_the_file_on_the_engine(lab_env):
     click(app, "back")  # continue from a step inside the recording: the live run shows that step
     click(app, "continue_live")
     run = run_of(app)
-    assert not isinstance(run, share.Recording) and (run.cursor, len(run.records)) == (5, 7)
+    assert not isinstance(run, Recording) and (run.cursor, len(run.records)) == (5, 7)
     click(app, "step")
     click(app, "step")  # past the file's last step: the engine runs it
     original.step(1)
@@ -188,7 +189,7 @@ def test_trace_metrics_and_charts_exports(lab_env):
     arrived = {rid for record in run.records for rid in record.requests}
     assert sorted(r["request_id"] for r in rows) == sorted(arrived)
     page = export(app, "Charts")
-    assert page.count("class='figure'") == len(share.step_figures(run)) == 5 and "Plotly.newPlot" in page
+    assert page.count("class='figure'") == len(step_figures(run)) == 5 and "Plotly.newPlot" in page
     assert "ui.perfetto.dev" in " ".join(c.value for c in app.caption)
 
 
@@ -213,7 +214,7 @@ def _font_sizes(fig: dict) -> list[float]:
 def test_presenter_mode_from_a_link(lab_env):
     plain = open_app({"preset": "burst", "step": "3"})
     app = open_app({"present": "1", "preset": "burst", "step": "3"})
-    assert app.session_state["presenting"] and not app.warning
+    assert app.session_state["session"].presenting and not app.warning
     before, after = charts(plain), charts(app)
     assert set(before) == set(after) and "queues" in after
     for name, fig in after.items():  # every text on the projector grows, card labels and titles too
@@ -223,5 +224,5 @@ def test_presenter_mode_from_a_link(lab_env):
     assert any("labPresenterKeys" in h.proto.body for h in app.get("html"))  # the arrow keys' listener
     assert link_of(app)["present"] == "1"
     click(app, "exit_presenter")
-    assert not app.session_state["presenting"] and "present" not in link_of(app)
+    assert not app.session_state["session"].presenting and "present" not in link_of(app)
     assert not any("labPresenterKeys" in h.proto.body for h in app.get("html"))

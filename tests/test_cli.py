@@ -63,11 +63,11 @@ def test_run_prints_outputs_and_metrics(tiny_llama, cli_runs):
         req = eng.requests[rid]
         assert rows[rid].split()[1:3] == ["finished", req.finish_reason.value]
         assert rows[rid].endswith(json.dumps(req.output_text, ensure_ascii=False))
-    for label in ("TTFT (steps)", "TTFT (ms)", "ITL (steps)", "e2e latency (ms)", "throughput (tok/s)",
+    for label in ("TTFT (steps)", "TTFT (ms)", "ITL (steps)", "e2e latency (ms)", "throughput (tokens/s)",
                   "recomputed tokens", "swapped blocks", "prefix cache hit rate", "peak KV usage"):
         assert label in proc.stdout
     agg = eng.metrics()["aggregate"]
-    assert f"{'preemptions':<24} {agg['num_preemptions']:>10}" in proc.stdout
+    assert f"{'preemptions (count)':<24} {agg['num_preemptions']:>10}" in proc.stdout
     assert f"{'swapped blocks':<24} {agg['num_swapped_blocks']:>10}" in proc.stdout
     assert "requests finished" in proc.stderr and "Traceback" not in proc.stderr  # the progress bar
     saved = [StepRecord.from_dict(json.loads(line)) for line in cli_runs["records"].read_text().splitlines()]

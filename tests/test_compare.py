@@ -11,7 +11,7 @@ from engine import Engine, EngineConfig
 from engine.metrics import metric_values
 from engine.workload import WorkloadItem, submit
 from lab.compare import ABRun, diff_table, kv_usage_figure, latency_ecdf, throughput_figure
-from lab.export import run_metrics
+from lab.metrics import run_metrics
 
 WORKLOAD = [WorkloadItem("JULIET: O Romeo, Romeo"[: 6 + 2 * i], max_tokens=8 + i, arrival_step=i // 3,
                          ignore_eos=True) for i in range(6)]

@@ -66,7 +66,12 @@ def test_same_seed_workload_and_config_give_the_same_run_step_for_step(tiny_llam
 
 
 def check_invariants(eng: Engine, rec: StepRecord) -> None:
-    bm, sched, cfg = eng.blocks, eng.scheduler, eng.config
+    check_pool(eng, rec)
+    check_queues(eng, rec)
+
+
+def check_pool(eng: Engine, rec: StepRecord) -> None:
+    bm, cfg = eng.blocks, eng.config
     # Reference counts: one per block table that holds the page.
     owners = Counter(b for table in bm.req_blocks.values() for b in table)
     for block in bm.blocks:
@@ -86,6 +91,10 @@ def check_invariants(eng: Engine, rec: StepRecord) -> None:
     for s in rec.blocks:
         if s.device == "gpu" and s.state == "used":
             assert s.ref_count == len(s.owners) == owners[s.block_id]
+
+
+def check_queues(eng: Engine, rec: StepRecord) -> None:
+    bm, sched, cfg = eng.blocks, eng.scheduler, eng.config
     # Every live request is in exactly one queue, the one its status names.
     queues = {"waiting": [r.request_id for r in sched.waiting], "running": [r.request_id for r in sched.running],
               "swapped": [r.request_id for r in sched.swapped]}

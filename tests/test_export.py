@@ -22,8 +22,8 @@ from lab.export import (
     figures_html,
     load_run,
     metrics_csv,
-    run_metrics,
 )
+from lab.metrics import run_metrics
 
 # Eight short requests arriving in pairs outgrow a 14-page pool of 4-token pages, so
 # requests are preempted; the last can never fit (300 prompt tokens) and is rejected.

@@ -87,7 +87,7 @@ def test_lessons_load_in_order_with_valid_configs():
         for variant in lesson.variant_names:
             assert isinstance(lesson.engine_config(variant), EngineConfig)
             assert EngineConfig(**{**lesson.config, "seed": lesson.seed})
-        assert lesson.workload_items()
+        assert lesson.workload.items()
     assert BY_ID["08_it_depends"].challenge is not None
 
 
@@ -315,9 +315,9 @@ def test_preset_and_generator_workloads(tmp_path):
     with pytest.raises(LessonError, match=r"09_preset\.toml: field 'checkpoints\[0\]\.options'"):
         load_lesson(path)
     path.write_text(head + 'preset = "chat_mix"\n' + checkpoint + 'options = ["r0", "r1"]\n')
-    assert load_lesson(path).workload_items() == PRESETS["chat_mix"]()
+    assert load_lesson(path).workload.items() == PRESETS["chat_mix"]()
     path.write_text(head + "[generator]\nseed = 3\nnum_requests = 4\nprompt_tokens = [8, 16]\n")
-    assert len(load_lesson(path).workload_items()) == 4
+    assert len(load_lesson(path).workload.items()) == 4
     path.write_text(head + "[generator]\nnum_requests = 0\n")
     with pytest.raises(LessonError, match="generator.*num_requests"):
         load_lesson(path)

@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import EngineConfig
-from engine.workload import PRESETS, GeneratorSpec, WorkloadItem, generate_workload
+from engine.workload import PRESETS, GeneratorSpec, WorkloadItem, WorkloadSource, generate_workload
 from lab.scenario import (
     LINK_KNOBS,
+    LINK_LIST,
     Scenario,
     changed_knobs,
     decode_scenario,
@@ -70,7 +71,8 @@ scenarios = st.builds(
     Scenario,
     lesson=st.none() | st.from_regex(r"[\w.-]{1,20}", fullmatch=True).filter(str.isascii),
     knobs=knob_sets(),
-    workload=st.none() | st.sampled_from(sorted(PRESETS)) | specs,
+    workload=st.none() | st.just(LINK_LIST) | st.sampled_from(sorted(PRESETS)).map(lambda p: WorkloadSource(preset=p))
+    | specs.map(lambda spec: WorkloadSource(generator=spec)),
     requests=st.lists(items, max_size=4),
     step=st.integers(0, 100_000),
 )
@@ -105,7 +107,7 @@ def test_example_link():
                                           "k.max_model_len": "none", "preset": "burst", "step": "12"})
     assert warnings == []
     assert scenario == Scenario(lesson="4", knobs={"num_gpu_blocks": 24, "enable_prefix_caching": True},
-                                workload="burst", step=12)
+                                workload=WorkloadSource(preset="burst"), step=12)
     config = scenario_config(scenario)
     assert (config.num_gpu_blocks, config.enable_prefix_caching, config.block_size) == (24, True, 16)
     assert scenario_workload(scenario) == PRESETS["burst"]()
@@ -114,7 +116,7 @@ def test_example_link():
 def test_generated_workload_and_requests():
     spec = GeneratorSpec(seed=3, arrival_rate=2.0, prompt_tokens=(4, 9))
     extra = WorkloadItem("ROMEO: hi", max_tokens=8, temperature=0.7)
-    scenario = Scenario(workload=spec, requests=[extra])
+    scenario = Scenario(workload=WorkloadSource(generator=spec), requests=[extra])
     params = encode_scenario(scenario)
     assert params == {"seed": "3", "gen.rate": "2.0", "gen.prompt": "4-9", "req.0": "ROMEO: hi",
                       "req.0.max_tokens": "8", "req.0.temperature": "0.7"}

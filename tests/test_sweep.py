@@ -11,11 +11,12 @@ from streamlit.testing.v1 import AppTest
 from test_app import open_page
 
 from engine import Engine, EngineConfig
+from engine.metrics import METRICS
 from engine.workload import PRESETS, submit
-from lab.export import run_metrics
+from lab.metrics import run_metrics
 from lab.sweep import COLUMNS, MAX_VALUES, PANELS, SUGGESTED, figure, parse_values, run_sweep, table
 
-WALL_TIME = {"tokens/s", "TTFT p95 (ms)", "ITL p95 (ms)"}  # this machine's wall time
+WALL_TIME = {"throughput (tokens/s)", "TTFT p95 (ms)", "ITL p95 (ms)"}  # this machine's wall time
 
 
 @pytest.fixture(scope="module")
@@ -62,9 +63,10 @@ def test_each_point_is_the_run_of_its_config_and_the_sweep_repeats_exactly(base)
         engine = Engine(dataclasses.replace(base, max_num_seqs=point.value))
         submit(engine, workload)
         expected = run_metrics(engine.run())["aggregate"]
-        for heading, key, stat in COLUMNS:
-            if heading not in WALL_TIME:
-                assert table("max_num_seqs", [point])[0][heading] == (expected[key][stat] if stat else expected[key])
+        for m in COLUMNS:
+            if m.heading not in WALL_TIME:
+                value = expected[m.key][m.stat] if m.stat else expected[m.key]
+                assert table("max_num_seqs", [point])[0][m.heading] == value
     steps = [row["steps to finish"] for row in table("max_num_seqs", points)]
     assert steps[0] > steps[-1]  # one seat at a time serves the burst in many more steps than eight
     again = run_sweep(base, workload, "max_num_seqs", values)
@@ -80,9 +82,9 @@ def test_figure_draws_the_table(base):
     assert not figure("preemption_mode", points[:1], current="swap").layout.shapes  # not swept: no band
     lines = [line for _, panel in PANELS for line in panel]
     assert len(fig.data) == len(lines)
-    for trace, (name, heading) in zip(fig.data, lines, strict=True):
+    for trace, (name, metric_id) in zip(fig.data, lines, strict=True):
         assert trace.name == name and list(trace.x) == ["recompute", "swap"]
-        assert list(trace.y) == [row[heading] for row in rows]
+        assert list(trace.y) == [row[METRICS[metric_id].heading] for row in rows]
 
 
 # ---- the page ----------------------------------------------------------------------------------
@@ -91,7 +93,7 @@ def test_figure_draws_the_table(base):
 @pytest.fixture
 def page(lab_model, monkeypatch) -> AppTest:
     monkeypatch.setenv("LAB_MODEL", lab_model)
-    return open_page("sweep_page")
+    return open_page("sweep")
 
 
 def run(app: AppTest, knob: str | None = None, values: str | None = None) -> AppTest:

@@ -7,18 +7,11 @@ Nothing here decides anything: it reports what the engine recorded.
 
 from __future__ import annotations
 
-import re
-
 from engine.records import RequestView, StepRecord
+from engine.request import id_order
 
 PREFILL_KINDS = ("prefill", "prefill_chunk", "recompute_prefill")
 MOVE_KINDS = ("admitted", "swapped_in", "preempted", "swapped_out", "finished", "rejected")
-
-
-def id_order(request_id: str) -> tuple:
-    """r2 before r10: engine ids sort by their number."""
-    match = re.search(r"(\d+)$", request_id)
-    return (request_id[:match.start()], int(match.group(1))) if match else (request_id, -1)
 
 
 def latest_views(records: list[StepRecord]) -> dict[str, RequestView]:
@@ -43,38 +36,15 @@ def moves(record: StepRecord) -> dict[str, list[str]]:
     return out
 
 
+# The timeline folds the kinds of prefill together; every other phase keeps its name.
+TIMELINE_STATES = {"prefill": "prefilling", "prefill_chunk": "prefilling", "recompute_prefill": "prefilling",
+                   "decode": "decoding"}
+
+
 def state_in(record: StepRecord, request_id: str) -> str | None:
-    """What the request was doing in this step, in the timeline's vocabulary (None: not present).
-    The step a request finishes in (its last token, or its rejection) reads "finished"."""
+    """The request's phase in this step (StepRecord.phase_of) in the timeline's vocabulary; the step
+    it finishes in reads "finished", so the timeline shows where each request ended."""
     if request_id in record.finished:
         return "finished"
-    chunk = next((c for c in record.batch if c.request_id == request_id), None)
-    if chunk is not None:
-        return "decoding" if chunk.kind == "decode" else "prefilling"
-    if "preempted" in moves(record).get(request_id, []):
-        return "preempted"
-    for state, queue in (("stalled", record.running), ("swapped", record.swapped), ("waiting", record.waiting)):
-        if request_id in queue:
-            return state
-    return None
-
-
-def token_steps(records: list[StepRecord]) -> dict[str, list[int]]:
-    """request id -> the steps at which it produced a token."""
-    out: dict[str, list[int]] = {}
-    for record in records:
-        for chunk in record.batch:
-            if chunk.new_token_id is not None:
-                out.setdefault(chunk.request_id, []).append(record.step)
-    return out
-
-
-def latencies(records: list[StepRecord]) -> dict[str, dict]:
-    """TTFT and inter-token latencies in steps, counted as engine/metrics.py counts them
-    (TTFT includes the step that produced the first token), so the two always agree."""
-    views = latest_views(records)
-    out = {}
-    for rid, steps in token_steps(records).items():
-        out[rid] = {"ttft_steps": steps[0] - views[rid].arrival_step + 1,
-                    "itl_steps": [b - a for a, b in zip(steps, steps[1:], strict=False)]}
-    return out
+    phase = record.phase_of(request_id)
+    return TIMELINE_STATES.get(phase, phase)

@@ -9,8 +9,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from engine.records import StepRecord
-from lab.charts.history import latencies, latest_views, moves, state_in
+from lab.charts.history import latest_views, moves, state_in
 from lab.charts.style import Subplots, discrete_colorscale, legend_key
+from lab.metrics import run_metrics
 from lab.palette import STATE_COLORS, request_color
 
 STATES = list(STATE_COLORS)
@@ -82,7 +83,7 @@ def metrics_figure(records: list[StepRecord], num_steps: int) -> go.Figure:
 
 def latency_figure(records: list[StepRecord]) -> go.Figure:
     """Per request: time to first token, and every gap between two tokens, in steps."""
-    lat = latencies(records)
+    lat = {m["request_id"]: m for m in run_metrics(records)["requests"] if m.get("ttft_steps") is not None}
     ids = list(lat)
     fig = Subplots(rows=1, cols=2, horizontal_spacing=0.08,
                    titles=("Time to first token (steps, arrival to first token)",

@@ -11,9 +11,10 @@ exact engine at any step. That is how time travel works:
   records after it are dropped, an engine is rebuilt by replaying the script up
   to it, and the run continues from there.
 
-``Run`` knows nothing of Streamlit, so lessons, an A/B page and the tests can
-drive one directly; the session glue at the bottom keeps one per browser
-session. The API, in full:
+``History`` is what the views read: the records and the step on screen. ``Run``
+is a History with an engine behind it; a saved run (lab/recording.py) is one
+without. Neither knows Streamlit, so lessons, the A/B page and the tests drive
+them directly. The API, in full:
 
     run = Run(config, workload)          # a fresh engine at step 0 (ValueError on a bad config)
     run.records, run.cursor, run.record  # history, the step on screen (-1: none yet), its record
@@ -22,26 +23,18 @@ session. The API, in full:
     run.add_request(item)                # joins at the next step (or its own, later, arrival step)
     run.reset(config, workload)          # start again at step 0
     run.config_next(), run.items(), run.change_before(step), run.done, run.at_latest
-
-    session_run()                        # this browser session's Run (created on first use)
-    flash(kind, message)                 # a message for the next render (from callbacks)
-    @exclusive                           # a callback that changes the session's runs, one at a time
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import streamlit as st
-
 from engine import DEFAULT_MODEL, Engine, EngineConfig, LoadedModel, StepRecord, load_model
 from engine.config import LIVE_KNOBS
-from engine.workload import PRESETS, WorkloadItem, submit
+from engine.workload import WorkloadItem, submit
 
 Loader = Callable[[str, str, str], LoadedModel]
 
@@ -63,17 +56,15 @@ class ReplayError(RuntimeError):
     """Replaying the script did not reproduce a stored step: the engine is not deterministic."""
 
 
-class Run:
-    def __init__(self, config: EngineConfig, workload: list[WorkloadItem], load: Loader = load_model):
-        self._load = load
+class History:
+    """A run's script and records, and the step on screen: everything the views read."""
+
+    def __init__(self, config: EngineConfig, workload: list[WorkloadItem], records: list[StepRecord] = ()):
         self.config = config  # the knobs at step 0; later live changes live in self.changes
         self.workload = list(workload)
         self.changes: dict[int, Change] = {}  # step -> what was done just before that step ran
-        self.records: list[StepRecord] = []
+        self.records: list[StepRecord] = list(records)
         self.cursor = -1  # index of the record on screen; -1 before the first step
-        self.engine = self._replay(0)
-
-    # ---- reading ----------------------------------------------------------------------------
 
     @property
     def record(self) -> StepRecord | None:
@@ -87,11 +78,6 @@ class Run:
     @property
     def at_latest(self) -> bool:
         return self.cursor == len(self.records) - 1
-
-    @property
-    def done(self) -> bool:
-        """At the end of history with nothing left to serve: stepping further would only idle."""
-        return self.at_latest and not self.engine.has_unfinished_requests()
 
     def config_next(self) -> EngineConfig:
         """The knobs the next step from the cursor runs with: step 0's plus every change up to it."""
@@ -116,6 +102,20 @@ class Run:
 
     def back(self) -> None:
         self.seek(self.cursor - 1)
+
+
+class Run(History):
+    """A History with a live engine: stepping runs it, changing it branches the history."""
+
+    def __init__(self, config: EngineConfig, workload: list[WorkloadItem], load: Loader = load_model):
+        super().__init__(config, workload)
+        self._load = load
+        self.engine = self._replay(0)
+
+    @property
+    def done(self) -> bool:
+        """At the end of history with nothing left to serve: stepping further would only idle."""
+        return self.at_latest and not self.engine.has_unfinished_requests()
 
     def step(self, n: int = 1) -> list[StepRecord]:
         """Run up to n engine steps from the cursor (branching if it is in the past); stops early when done."""
@@ -196,53 +196,3 @@ class Run:
 
     def _branch(self) -> None:
         self._commit_branch(self._engine_at_cursor())
-
-
-# ---- session glue -----------------------------------------------------------------------------
-# Everything below is per browser session (st.session_state), except the model weights, which
-# every session shares read-only (st.cache_resource): one load per server process.
-
-DEFAULT_PRESET = "chat_mix"
-
-
-@st.cache_resource(show_spinner="Loading the model (once per server)…")
-def cached_load(name: str, device: str, dtype: str) -> LoadedModel:
-    return load_model(name, device, dtype)
-
-
-def session_run() -> Run:
-    """This session's run, created on first use with the default knobs and preset."""
-    if "lab_run" not in st.session_state:
-        st.session_state.lab_run = Run(default_config(), PRESETS[DEFAULT_PRESET](), load=cached_load)
-        st.session_state.workload_label = f"preset {DEFAULT_PRESET}"
-        st.session_state.workload_source = DEFAULT_PRESET
-    return st.session_state.lab_run
-
-
-_LOCKS = threading.Lock()
-
-
-def session_lock() -> threading.RLock:
-    """One lock per browser session. Streamlit can start a click's callback while the previous
-    click's script run is still going (fast key presses in presenter mode do it every time), and
-    two threads stepping one engine at once corrupt it: whatever changes a run holds this lock."""
-    with _LOCKS:
-        return st.session_state.setdefault("run_lock", threading.RLock())
-
-
-def exclusive(callback: Callable) -> Callable:
-    """Run a callback under the session's lock, so clicks that overlap take effect one after another."""
-    @functools.wraps(callback)
-    def locked(*args, **kwargs):
-        with session_lock():
-            return callback(*args, **kwargs)
-    return locked
-
-
-def flash(kind: str, message: str) -> None:
-    """Queue a message ('error', 'warning', 'info', 'success') for the next render; callbacks use this."""
-    st.session_state.setdefault("flash", []).append((kind, message))
-
-
-def take_flashes() -> list[tuple[str, str]]:
-    return st.session_state.pop("flash", [])

@@ -1,83 +1,56 @@
 """The lab page, section by section. Every section draws from the run's StepRecords.
 
 The live part (scrubber, header, charts) is one ``st.fragment``: auto-play and
-the scrubber rerun only it, not the sidebar. ``lab_page`` takes an optional
-``aside`` callable that draws a panel beside the charts (the lesson panel's hook).
+the scrubber rerun only it, not the sidebar. When the run belongs to a lesson,
+the lesson panel (ui/pages/lesson_panel.py) is drawn beside the charts and holds
+the step bar at each of its questions.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
 
 import pandas as pd
 import streamlit as st
 
 from engine.records import StepRecord
-from lab import controls, presenter, share
 from lab.charts import blocks, budget, queues, replay, timeline
 from lab.charts.history import latest_views
-from lab.palette import request_color, text_color
-from lab.state import Run, session_lock, take_flashes
-
-PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
-# Event kinds grouped by tone, so the eye finds the trouble (preemption, blocking) first.
-EVENT_TONES = {"arrived": "calm", "admitted": "good", "chunk_scheduled": "calm", "swapped_in": "good",
-               "recompute_started": "warn", "finished": "good", "blocked": "warn", "preempted": "bad",
-               "swapped_out": "bad", "rejected": "bad", "evicted": "warn", "idle": "calm", "you": "you"}
-CSS = """
-<style>
-[data-testid="stMainBlockContainer"] {padding: 2.4rem 2rem 2rem 2rem}
-[data-testid="stSidebarUserContent"] {padding-top: 1rem}
-.lab-chip {display:inline-block; min-width:2.4em; padding:0 .4em; border-radius:.35em; font-weight:600;
-           text-align:center; font-family:ui-monospace, monospace; font-size:.9em}
-.lab-event {margin:.2em 0; line-height:1.45}
-.lab-kind {display:inline-block; min-width:7.5em; padding:0 .45em; border-radius:.35em; font-size:.85em;
-           font-weight:600; text-align:center}
-.lab-calm {background:#EEF1F4; color:#38424C} .lab-good {background:#DDF2E8; color:#0B5A3A}
-.lab-warn {background:#FCEFD6; color:#7A4B00} .lab-bad {background:#FBE0DA; color:#8E2410}
-.lab-you {background:#E3EDF9; color:#0B4A86}
-.lab-text {font-family:ui-monospace, monospace; white-space:pre-wrap; font-size:.92em}
-.lab-text mark {background:#FFE08A; padding:0 .1em}
-.st-key-step_bar {container-type: inline-size}
-@container (max-width: 600px) {.st-key-step_bar button p {position: absolute; width: 1px; height: 1px;
-  overflow: hidden; clip-path: inset(50%); white-space: nowrap}}
-</style>
-"""
-
-
-def chip(request_id: str | None) -> str:
-    if request_id is None:
-        return '<span class="lab-chip" style="background:#E8E8E8">—</span>'
-    color = request_color(request_id)
-    return f'<span class="lab-chip" style="background:{color};color:{text_color(color)}">{request_id}</span>'
-
-
-def chart(fig, key: str) -> None:
-    st.plotly_chart(presenter.sized(fig), key=key, theme=None, config=PLOTLY_CONFIG)
-
+from lab.run import History
+from ui import link
+from ui.draw import CSS, EVENT_TONES, chart, chip, flashes
+from ui.pages import lesson_panel
+from ui.session import exclusive, session
+from ui.widgets import presenter
+from ui.widgets import replay as replay_widgets
+from ui.widgets.knobs import knobs_panel
+from ui.widgets.share_panel import share_panel
+from ui.widgets.step_bar import Hold, step_bar
+from ui.widgets.workload import workload_panel
 
 # ---- sections -----------------------------------------------------------------------------
 
 
-def flashes() -> None:
-    for kind, message in take_flashes():
-        getattr(st, kind)(message)
+@exclusive
+def _on_scrub() -> None:
+    s = session()
+    s.run.seek(s.widget("scrubber"))
 
 
-def scrubber(run: Run) -> None:
+def scrubber(run: History) -> None:
     """A slider over recorded history: moving it only changes which step is shown."""
     if not run.records:
         return
-    st.session_state.scrubber = run.cursor
+    s = session()
+    s.set_widget("scrubber", run.cursor)
     st.select_slider(
         "Step shown", options=list(range(-1, len(run.records))), key="scrubber",
         format_func=lambda i: "start" if i < 0 else f"step {i}", label_visibility="collapsed",
-        on_change=lambda: run.seek(st.session_state.scrubber), disabled=st.session_state.get("playing", False),
+        on_change=_on_scrub, disabled=s.playing,
         help="Time travel: show any past step. Step from a past step branches the run there.")
 
 
-def header(run: Run, record: StepRecord) -> None:
+def header(run: History, record: StepRecord) -> None:
     b, s = record.budget, record.stats
     st.markdown(
         f"### Step {record.step} <span style='font-size:.6em;color:#777'>of {len(run.records) - 1}</span>",
@@ -97,7 +70,7 @@ def _kind(kind: str, label: str | None = None) -> str:
     return f"<span class='lab-kind lab-{EVENT_TONES.get(kind, 'calm')}'>{label or kind.replace('_', ' ')}</span>"
 
 
-def _change_lines(run: Run, step: int) -> list[str]:
+def _change_lines(run: History, step: int) -> list[str]:
     """What the user did before this step: it is part of the run's history too."""
     change = run.change_before(step)
     if change is None:
@@ -109,7 +82,7 @@ def _change_lines(run: Run, step: int) -> list[str]:
     return lines
 
 
-def why(run: Run, record: StepRecord) -> None:
+def why(run: History, record: StepRecord) -> None:
     """This step's decisions, each with the rule that made it."""
     st.markdown("##### Why: this step's decisions")
     lines = _change_lines(run, record.step)
@@ -120,7 +93,7 @@ def why(run: Run, record: StepRecord) -> None:
     st.markdown("".join(f"<div class='lab-event'>{line}</div>" for line in lines), unsafe_allow_html=True)
 
 
-def event_log(run: Run, records: list[StepRecord]) -> None:
+def event_log(records: list[StepRecord]) -> None:
     """Every event so far; this step's first, then the most recent steps."""
     rows = [dict(step=r.step, event=e.kind, request=e.request_id or "", reason=e.reason)
             for r in reversed(records) for e in r.events]
@@ -146,7 +119,7 @@ def generated_text(records: list[StepRecord]) -> None:
     st.markdown("".join(rows), unsafe_allow_html=True)
 
 
-def intro(run: Run) -> None:
+def intro(run: History) -> None:
     """Before step 0: what is about to arrive."""
     st.markdown("### Ready at step 0")
     st.markdown("Press **Step** to run the first turn of the scheduler loop. These requests will arrive:")
@@ -156,7 +129,7 @@ def intro(run: Run) -> None:
                  hide_index=True, key="intro_workload")
 
 
-def history_tabs(run: Run, records: list[StepRecord]) -> None:
+def history_tabs(run: History, records: list[StepRecord]) -> None:
     """Views over the whole history so far; only the open tab is computed."""
     names = ["Timeline", "Metrics", "Generated text", "Event log", "Replay"]
     tabs = st.tabs(names, key="history_tab", on_change="rerun")
@@ -173,33 +146,47 @@ def history_tabs(run: Run, records: list[StepRecord]) -> None:
             generated_text(records)
     with tabs[3]:
         if tabs[3].open:
-            event_log(run, records)
+            event_log(records)
     with tabs[4]:
         if tabs[4].open:
-            if st.session_state.get("playing"):
+            if session().playing:
                 st.caption("Pause to build the replay of the history.")
             else:
                 st.caption("The history up to the step shown, as an animation that plays in your browser.")
                 chart(replay.figure(records), "replay")
 
 
-def _aside_stale(run: Run) -> bool:
+def _aside_stale(run: History) -> bool:
     """The side panel shows another step than the views: the slider moved, rerunning only the views."""
-    shown = st.session_state.get("aside_at")
-    return shown is not None and not st.session_state.get("playing") and shown != (run.cursor, len(run.records))
+    s = session()
+    return s.aside_at is not None and not s.playing and s.aside_at != (run.cursor, len(run.records))
 
 
-def _live(run: Run, hold: controls.Hold | None = None) -> None:
-    if st.session_state.get("playing"):
-        if run.done or (hold is not None and not hold(run, 1)):
-            st.session_state.playing = False
-            st.rerun()
-        with session_lock():
-            run.step(1)
+def _play_one(hold: Hold | None) -> None:
+    """Auto-play's step: one step per run of the fragment, until the run is done or held."""
+    s = session()
+    if s.run.done or (hold is not None and not hold(s.run, 1)):
+        s.playing = False
+        st.rerun()
+    with s.lock:
+        s.run.step(1)
+
+
+def _live(hold: Hold | None = None) -> None:
+    """The fragment auto-play and the scrubber rerun: a step when playing, the address bar, the views."""
+    s = session()
+    if s.playing:
+        _play_one(hold)
+    run = s.run
     scrubber(run)
-    share.sync_link(run)  # the address bar follows every step, knob and workload change
-    if run.config_next() != st.session_state.get("knobs_shown") or _aside_stale(run):
+    link.sync_link()  # the address bar follows every step, knob and workload change
+    if run.config_next() != s.knobs_shown or _aside_stale(run):
         st.rerun()  # time travel crossed a knob change or left the aside's step: redraw the whole page
+    views(run)
+
+
+def views(run: History) -> None:
+    """The step on screen: its header, the queues, the forward pass, the block map, why, and the history."""
     record = run.record
     if record is None:
         intro(run)
@@ -220,19 +207,44 @@ def _live(run: Run, hold: controls.Hold | None = None) -> None:
     history_tabs(run, records)
 
 
-def lab_page(run: Run, aside: Callable[[Run], None] | None = None, hold: controls.Hold | None = None) -> None:
-    """The step bar, then the live views; with `aside`, a side panel (e.g. a lesson) to their right.
-    `hold` may stop Step, Run and Play short of a step (see controls.Hold)."""
+def _sidebar() -> None:
+    """The knobs and workload (or, in a replay, the replay's), then sharing."""
+    if session().replaying:
+        replay_widgets.sidebar()
+    else:
+        with st.sidebar:
+            st.markdown("### :material/neurology: Scheduler Loop Lab")
+            st.header("Knobs", divider="gray")
+            knobs_panel()
+            st.header("Workload", divider="gray")
+            workload_panel()
+    share_panel()
+
+
+def page() -> None:
+    """The step bar, then the live views; in a lesson, its panel to their right."""
+    link.open_link()  # a shared link's scenario, on a session's first run
+    s = session()
+    try:
+        run = s.run
+    except ValueError as exc:  # the default model is missing or cannot be loaded
+        st.error(f"The lab could not start its engine: {exc}")
+        st.stop()
+    _sidebar()
+    presenter.apply()
+    if s.replaying:
+        replay_widgets.notice()
     st.markdown(CSS, unsafe_allow_html=True)
     flashes()
-    controls.step_bar(run, hold)
+    in_lesson = s.lesson() is not None
+    hold = lesson_panel.hold if in_lesson else None
+    step_bar(hold)
     main = st.container()
-    st.session_state.aside_at = None
-    if aside is not None:
+    s.aside_at = None
+    if in_lesson:
         main, side = st.columns([0.68, 0.32], gap="medium")
         with side:
-            aside(run)
-        st.session_state.aside_at = (run.cursor, len(run.records))  # the step it was drawn for (see _live)
-    playing = st.session_state.get("playing", False)
+            lesson_panel.panel()
+        s.aside_at = (run.cursor, len(run.records))  # the step it was drawn for (see _aside_stale)
     with main:
-        st.fragment(_live, run_every=1 / st.session_state.speed if playing else None)(run, hold)
+        st.fragment(_live, run_every=1 / s.widget("speed") if s.playing else None)(hold)

@@ -14,12 +14,13 @@ import pandas as pd
 import streamlit as st
 
 from engine import EngineConfig, StepRecord
-from lab import controls, presenter
 from lab.charts import blocks, queues
 from lab.charts.style import layout
 from lab.compare import LABELS, ABRun, diff_table, kv_usage_figure, latency_ecdf, throughput_figure
-from lab.state import exclusive, flash, session_run
-from lab.views import CSS, chart, flashes
+from ui.draw import CSS, chart, flashes
+from ui.session import exclusive, session
+from ui.widgets import presenter
+from ui.widgets.knobs import KNOBS, knob_widget
 
 # The knobs worth flipping in a comparison: the KV pool, the batch limits and the scheduling rules.
 AB_KNOBS = ("num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens", "enable_chunked_prefill", "step_order",
@@ -36,35 +37,35 @@ def _key(side: str, knob: str) -> str:
 def _fill_form(configs: tuple[EngineConfig, EngineConfig]) -> None:
     for side, config in zip(LABELS, configs, strict=True):
         for knob in AB_KNOBS:
-            st.session_state[_key(side, knob)] = getattr(config, knob)
+            session().set_widget(_key(side, knob), getattr(config, knob))
 
 
 def _side_config(base: EngineConfig, side: str) -> EngineConfig:
     """The lab's config with this side's knobs from the form; ValueError names the bad knob."""
-    return dataclasses.replace(base, **{knob: st.session_state[_key(side, knob)] for knob in AB_KNOBS})
+    return dataclasses.replace(base, **{knob: session().widget(_key(side, knob)) for knob in AB_KNOBS})
 
 
 @exclusive
 def _on_start() -> None:
-    lab = session_run()
-    base = lab.config_next()
+    s = session()
+    base = s.run.config_next()
     configs = []
     for side in LABELS:
         try:
             configs.append(_side_config(base, side))
         except ValueError as exc:
-            flash("error", f"**Config {side}** is not valid: {exc}. The comparison on screen is kept.")
+            s.flash("error", f"**Config {side}** is not valid: {exc}. The comparison on screen is kept.")
             return
     try:
-        st.session_state.ab = ABRun(*configs, lab.items())
+        s.ab = ABRun(*configs, s.run.items())
     except ValueError as exc:
-        flash("error", f"The engines could not start: {exc}. The comparison on screen is kept.")
+        s.flash("error", f"The engines could not start: {exc}. The comparison on screen is kept.")
         return
-    st.session_state.ab_configs = tuple(configs)
+    s.ab_configs = tuple(configs)
 
 
 def _on_from_lab() -> None:
-    config = session_run().config_next()
+    config = session().run.config_next()
     _fill_form((config, config))
 
 
@@ -85,14 +86,14 @@ def config_form(same: bool) -> None:
             row[0].markdown(f"`{knob}`")
             for side, col in zip(LABELS, row[1:], strict=True):
                 with col:
-                    controls.knob_widget(controls.KNOBS[knob], key=_key(side, knob), label_visibility="collapsed")
+                    knob_widget(KNOBS[knob], key=_key(side, knob), label_visibility="collapsed")
         left, right = st.columns(2)
         left.form_submit_button("Start A/B at step 0", type="primary", on_click=_on_start, width="stretch",
                                 icon=":material/play_arrow:")
         right.form_submit_button("Both from the lab's knobs", on_click=_on_from_lab, width="stretch",
                                  icon=":material/sync:")
         st.caption("Every other knob, and the workload, are the lab's: "
-                   f"**{st.session_state.get('workload_label', 'workload')}**, {len(session_run().items())} "
+                   f"**{session().source.label}**, {len(session().run.items())} "
                    "requests.")
 
 
@@ -101,7 +102,7 @@ def config_form(same: bool) -> None:
 
 @exclusive
 def _on_step(n: int | None) -> None:
-    ab: ABRun = st.session_state.ab
+    ab: ABRun = session().ab
     if n is None:
         ab.run()
         return
@@ -115,7 +116,7 @@ def step_bar(ab: ABRun) -> None:
     cols = st.columns([1, 1, 0.7, 1.2, 3], vertical_alignment="bottom")
     cols[0].button("Step both", key="ab_step", on_click=_on_step, args=(1,), type="primary", disabled=ab.done,
                    width="stretch", icon=":material/skip_next:")
-    cols[1].button("Run", key="ab_run_n", on_click=lambda: _on_step(st.session_state.ab_n), disabled=ab.done,
+    cols[1].button("Run", key="ab_run_n", on_click=lambda: _on_step(session().widget("ab_n")), disabled=ab.done,
                    width="stretch", icon=":material/fast_forward:", help="Step both the number of steps on the right.")
     cols[2].number_input("steps", 1, 1000, 10, key="ab_n", label_visibility="collapsed")
     cols[3].button("Run to the end", key="ab_end", on_click=_on_step, args=(None,), disabled=ab.done,
@@ -175,15 +176,16 @@ def page() -> None:
     presenter.apply()
     st.markdown("## A/B: one workload, two configs")
     flashes()
-    if "ab_configs" not in st.session_state:  # first visit: both sides start as the lab's config
+    s = session()
+    if s.ab_configs is None:  # first visit: both sides start as the lab's config
         _on_from_lab()
         _on_start()
         flashes()  # a lab config the engines cannot run is said at once
-    elif _key(LABELS[0], AB_KNOBS[0]) not in st.session_state:  # Streamlit forgot the form on another page
-        _fill_form(st.session_state.ab_configs)
-    changed = _differences(st.session_state.ab_configs) if "ab_configs" in st.session_state else {}
+    elif not s.has_widget(_key(LABELS[0], AB_KNOBS[0])):  # Streamlit forgot the form on another page
+        _fill_form(s.ab_configs)
+    changed = _differences(s.ab_configs) if s.ab_configs is not None else {}
     config_form(same=not changed)
-    ab: ABRun | None = st.session_state.get("ab")
+    ab = s.ab
     if ab is None:
         return
     if not changed:

@@ -19,7 +19,8 @@ import json
 import plotly.graph_objects as go
 import streamlit as st
 
-KEY = "presenting"  # session state: presenter mode on or off (the sidebar toggle's key)
+from ui.session import session
+
 QUERY_PARAM = "present"  # ?present=1 opens the lab in presenter mode
 # KeyboardEvent.key -> the key of the step bar button it clicks.
 KEYS = {"ArrowRight": "step", "ArrowLeft": "back", " ": "play"}
@@ -41,10 +42,6 @@ CSS = """
 [data-testid="stMainBlockContainer"] .stMarkdownBadge {font-size: 1.15rem !important}
 </style>
 """
-
-
-def presenting() -> bool:
-    return bool(st.session_state.get(KEY, False))
 
 
 # One listener on the page, replaced (not added to) on every redraw. It does nothing once
@@ -90,7 +87,7 @@ def _grow(font) -> None:
 def sized(fig: go.Figure) -> go.Figure:
     """When presenting, every text in the chart grows, the sizes a chart sets itself (card labels,
     subplot titles, ticks) as well as the default, and the chart grows taller to hold it."""
-    if presenting():
+    if session().presenting:
         layout = fig.layout
         for font in (layout.font, layout.legend.font, layout.hoverlabel.font):
             _grow(font)
@@ -104,17 +101,19 @@ def sized(fig: go.Figure) -> go.Figure:
 
 
 def _exit() -> None:
-    st.session_state[KEY] = False
+    session().presenting = False
 
 
 def _on_toggle() -> None:
-    st.session_state[KEY] = st.session_state.presenter_toggle
+    s = session()
+    s.presenting = s.widget("presenter_toggle")
 
 
 def toggle() -> None:
-    """The switch, for the sidebar. Its state lives under KEY, not the widget's own key, so it
-    survives a visit to a page without the sidebar (Streamlit forgets an undrawn widget's value)."""
-    st.session_state.presenter_toggle = presenting()
+    """The switch, for the sidebar. Its state lives in the Session, not the widget, so it survives a
+    visit to a page without the sidebar (Streamlit forgets an undrawn widget's value)."""
+    s = session()
+    s.set_widget("presenter_toggle", s.presenting)
     st.toggle("Presenter mode", key="presenter_toggle", on_change=_on_toggle,
               help="Large type, no sidebar; → steps, ← goes back, Space plays. Add ?present=1 to a link to "
               "open the lab in presenter mode.")
@@ -122,7 +121,7 @@ def toggle() -> None:
 
 def apply() -> None:
     """When presenting: the projector style, a key to the keys, and the way out (the sidebar is hidden)."""
-    if not presenting():
+    if not session().presenting:
         return
     st.markdown(CSS, unsafe_allow_html=True)
     st.html(KEY_SCRIPT % json.dumps(KEYS), unsafe_allow_javascript=True)

@@ -1,9 +1,9 @@
 """A lesson beside the live lab: its text, what to watch, its variants, its questions and its challenge.
 
-A lesson's run is the session's run (lab/state.py), built from the lesson's scenario;
-the session remembers which lesson it belongs to (``share.LESSON_KEY``, which share
-links carry too) and, per lesson, a ``Visit``: the answers, the skipped questions,
-the section being read and the run left there, so switching lessons loses nothing.
+A lesson's run is the session's run, built from the lesson's scenario; the Session
+remembers which lesson it belongs to (``lesson_id``, which links carry too) and, per
+lesson, a ``Visit``: the answers, the skipped questions, the section being read and
+the run left there, so switching lessons loses nothing.
 
 The panel never schedules and never knows an answer in advance. A question is asked
 when the run's history ends just before its step; "Lock in" runs that one step on
@@ -12,77 +12,35 @@ the engine and grades the answer against the StepRecord it produced
 engine's own metrics (``score_challenge``).
 
     open_lesson(lesson_id)   make the session's run the lesson's (or the one left in it)
-    active(run)              the lesson the run belongs to, or None
     follows(lesson, run)     the variant the run follows, or None and how it departs from the lesson
-    panel(run)               the side panel (views.lab_page's ``aside``)
-    hold(run, n)             how many of n steps may run before an unanswered question (``hold``)
+    panel()                  the side panel beside the lab's charts
+    hold(run, n)             how many of n steps may run before an unanswered question (the step bar's Hold)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import streamlit as st
 
-from lab import controls, share
 from lab.lessons import (
     BASE,
     AnswerError,
     Checkpoint,
     Grade,
     Lesson,
-    LessonError,
-    LessonProgress,
     format_answer,
     grade,
-    load_lessons,
     score_challenge,
 )
-from lab.scenario import NO_WORKLOAD
-from lab.state import Run, cached_load, default_config, exclusive, flash, session_run
+from lab.run import History, Run, default_config
+from lab.scenario import LINK_LIST
+from ui.session import Visit, cached_load, exclusive, lessons, session
+from ui.widgets.knobs import KNOBS, knob_widget
 
-VISITS = "lesson_visits"  # session state: lesson id -> Visit
 MAX_CHALLENGE_STEPS = 10_000  # "run to the end" stops here if a setting never lets the workload finish
-
-
-@dataclass
-class Visit:
-    """What the session keeps of one lesson while the student is elsewhere."""
-
-    progress: LessonProgress
-    skipped: set[str] = field(default_factory=set)  # question ids the student chose not to answer
-    section: int = 0  # the section of the text on screen
-    run: Run | None = None  # the run left in this lesson, resumed when the student comes back
-    notice: str | None = None  # a message for the panel's next draw (a bad answer, a bad knob)
-
-
-@st.cache_resource(show_spinner=False)
-def lessons() -> dict[str, Lesson]:
-    """Lesson id -> Lesson, in order; raises LessonError naming the bad file and field."""
-    return {lesson.id: lesson for lesson in load_lessons()}
 
 
 def number(lesson: Lesson) -> int:
     return list(lessons()).index(lesson.id) + 1
-
-
-def visit(lesson_id: str) -> Visit:
-    visits = st.session_state.setdefault(VISITS, {})
-    if lesson_id not in visits:
-        visits[lesson_id] = Visit(LessonProgress(lesson_id))
-    return visits[lesson_id]
-
-
-def active(run: Run) -> Lesson | None:
-    """The lesson the session's run belongs to: None in the free lab, in a replayed file, or when the
-    lesson files cannot be read (the Lessons page says why)."""
-    lesson_id = st.session_state.get(share.LESSON_KEY)
-    if lesson_id is None or share.replaying(run):
-        return None
-    try:
-        return lessons().get(lesson_id)
-    except LessonError:
-        return None
 
 
 # ---- the run and the lesson's script ------------------------------------------------------------
@@ -92,38 +50,35 @@ def _start(lesson: Lesson, variant: str = BASE, **knobs) -> Run:
     """Make the session's run a fresh one of the lesson's scenario, stepped to its first step.
     The run is built before anything changes, so a bad knob (ValueError) leaves the old one."""
     config = lesson.engine_config(variant, model=default_config().model, **knobs)
-    run = Run(config, lesson.workload_items(), load=cached_load)
+    run = Run(config, lesson.workload.items(), load=cached_load)
     run.step(lesson.start_step)
-    st.session_state.lab_run = visit(lesson.id).run = run
-    st.session_state.playing = False
+    s = session()
+    s.show(run, lesson.workload)
+    s.visit(lesson.id).run = run
     return run
 
 
 def open_lesson(lesson_id: str) -> None:
     """Open a lesson where the student left it (or at its start). Raises ValueError if its engine
     cannot be built; the run on screen is then kept."""
-    s = st.session_state
-    current = s.get(share.LESSON_KEY)
-    if current is not None and "lab_run" in s and not share.replaying(s.lab_run):
-        visit(current).run = s.lab_run  # to come back to
+    s = session()
+    if s.lesson_id is not None and s.has_run and not s.replaying:
+        s.visit(s.lesson_id).run = s.run  # to come back to
     lesson = lessons()[lesson_id]
-    resumed = visit(lesson_id).run
+    resumed = s.visit(lesson_id).run
     if resumed is None:
         _start(lesson)
     else:
-        s.lab_run = resumed
-        s.playing = False
-    s[share.LESSON_KEY] = lesson_id
-    s.workload_source = None  # the lesson's own workload (what a share link names by lesson=)
-    s.workload_label = f"workload of lesson {number(lesson)}"
+        s.show(resumed, lesson.workload)
+    s.lesson_id = lesson_id
 
 
-def follows(lesson: Lesson, run: Run) -> tuple[str | None, list[str]]:
+def follows(lesson: Lesson, run: History) -> tuple[str | None, list[str]]:
     """The variant whose scenario the run is following, or None and the ways it departs from the
     lesson (changed knobs, another workload, changes made mid-run). Questions are only asked, and
     hints only shown, on the lesson's script: elsewhere they would describe another run."""
     departures = []
-    if run.workload != lesson.workload_items():
+    if run.workload != lesson.workload.items():
         departures.append("the workload is not the lesson's")
     mid_run = sorted(step for step in run.changes if step <= run.next_step)
     if mid_run:
@@ -143,24 +98,25 @@ def _open_questions(lesson: Lesson, variant: str, v: Visit) -> list[Checkpoint]:
     return [c for c in lesson.checkpoints_for(variant) if c.id not in v.progress.grades]
 
 
-def hold(run: Run, n: int) -> int:
+def hold(run: History, n: int) -> int:
     """How many of the n steps asked for (Step, Run N, Play) may run now: never past a question that
     is neither answered nor skipped, so it cannot slip by unseen."""
-    lesson = active(run)
+    s = session()
+    lesson = s.lesson()
     variant = follows(lesson, run)[0] if lesson else None
     if variant is None:
         return n
-    v = visit(lesson.id)
+    v = s.visit(lesson.id)
     ahead = [c.at_step for c in _open_questions(lesson, variant, v) if c.id not in v.skipped
              and c.at_step >= run.next_step]
     if not ahead or min(ahead) - run.next_step >= n:
         return n
     step = min(ahead)
     if step == run.next_step:
-        flash("warning", f"**The lesson asks a question before step {step}.** Predict it in the lesson panel and "
+        s.flash("warning", f"**The lesson asks a question before step {step}.** Predict it in the lesson panel and "
                          "press **Lock in and run the step**, or **Skip** the question.")
     else:
-        flash("info", f"Stopped before step {step}: the lesson asks a question about it first.")
+        s.flash("info", f"Stopped before step {step}: the lesson asks a question about it first.")
     return step - run.next_step
 
 
@@ -178,9 +134,10 @@ def _checkpoint(lesson: Lesson, checkpoint_id: str) -> Checkpoint:
 @exclusive
 def _on_lock_in(lesson_id: str, checkpoint_id: str) -> None:
     """Read the answer, run exactly the question's step, and grade it against that step's record."""
-    lesson, run, v = lessons()[lesson_id], session_run(), visit(lesson_id)
+    s = session()
+    lesson, run, v = lessons()[lesson_id], s.run, s.visit(lesson_id)
     checkpoint = _checkpoint(lesson, checkpoint_id)
-    answer = st.session_state.get(_answer_key(lesson, checkpoint))
+    answer = s.widget(_answer_key(lesson, checkpoint))
     try:
         if answer is None:
             raise AnswerError("the answer box is empty")
@@ -201,7 +158,7 @@ def _on_lock_in(lesson_id: str, checkpoint_id: str) -> None:
 
 
 def _on_skip(lesson_id: str, checkpoint_id: str) -> None:
-    visit(lesson_id).skipped.add(checkpoint_id)
+    session().visit(lesson_id).skipped.add(checkpoint_id)
 
 
 @exclusive
@@ -210,7 +167,7 @@ def _on_variant(lesson_id: str, variant: str) -> None:
     try:
         _start(lesson, variant)
     except ValueError as exc:
-        visit(lesson_id).notice = f"The variant could not start: {exc}. The run on screen is kept."
+        session().visit(lesson_id).notice = f"The variant could not start: {exc}. The run on screen is kept."
 
 
 @exclusive
@@ -220,37 +177,38 @@ def _on_restart(lesson_id: str) -> None:
     try:
         _start(lesson)
     except ValueError as exc:
-        visit(lesson_id).notice = f"The lesson could not restart: {exc}. Your run and answers are kept."
+        session().visit(lesson_id).notice = f"The lesson could not restart: {exc}. Your run and answers are kept."
         return
-    v = visit(lesson_id)
+    v = session().visit(lesson_id)
     v.progress.restart()
     v.skipped.clear()
     v.section = 0
-    for key in [k for k in st.session_state if k.startswith((f"answer_{lesson_id}_", "challenge_knob_"))]:
-        del st.session_state[key]
+    session().forget_widgets(f"answer_{lesson_id}_")
+    session().forget_widgets("challenge_knob_")
 
 
 @exclusive
 def _on_pick() -> None:
+    s = session()
     try:
-        open_lesson(st.session_state.lesson_pick)
+        open_lesson(s.widget("lesson_pick"))
     except ValueError as exc:
-        flash("error", f"The lesson could not open: {exc}. The run on screen is kept.")
+        s.flash("error", f"The lesson could not open: {exc}. The run on screen is kept.")
 
 
 @exclusive
 def _on_close(lesson_id: str) -> None:
     """Back to the free lab, keeping the run on screen (the lesson resumes it if opened again)."""
-    s = st.session_state
-    visit(lesson_id).run = s.lab_run
-    s[share.LESSON_KEY] = None
-    s.workload_source = NO_WORKLOAD  # a share link now lists the requests instead of naming the lesson
-    flash("info", "You left the lesson; its run stays on screen for you to change freely. Open it again from "
+    s = session()
+    s.visit(lesson_id).run = s.run
+    s.lesson_id = None
+    s.source = LINK_LIST  # a link now lists the requests instead of naming the lesson
+    s.flash("info", "You left the lesson; its run stays on screen for you to change freely. Open it again from "
                   "**Lessons** to carry on where you were.")
 
 
 def _on_section(lesson_id: str, delta: int) -> None:
-    visit(lesson_id).section += delta
+    session().visit(lesson_id).section += delta
 
 
 def _challenge_key(knob: str) -> str:
@@ -261,8 +219,8 @@ def _challenge_key(knob: str) -> str:
 def _on_score(lesson_id: str) -> None:
     """Re-run the workload from step 0 with the chosen knobs (the others as the lesson sets them),
     to the end, and score the engine's metrics."""
-    lesson, v = lessons()[lesson_id], visit(lesson_id)
-    chosen = {knob: st.session_state[_challenge_key(knob)] for knob in lesson.challenge.knobs}
+    lesson, v = lessons()[lesson_id], session().visit(lesson_id)
+    chosen = {knob: session().widget(_challenge_key(knob)) for knob in lesson.challenge.knobs}
     try:
         run = _start(lesson, BASE, **chosen)
     except ValueError as exc:
@@ -276,7 +234,7 @@ def _on_score(lesson_id: str) -> None:
 
 
 def _picker(lesson: Lesson) -> None:
-    st.session_state.lesson_pick = lesson.id
+    session().set_widget("lesson_pick", lesson.id)
     titles = {i: f"{n}. {x.title}" for n, (i, x) in enumerate(lessons().items(), 1)}
     st.selectbox("Lesson", list(titles), format_func=titles.get, key="lesson_pick", on_change=_on_pick,
                  label_visibility="collapsed", help="Go straight to any lesson; each keeps your answers and its run.")
@@ -343,7 +301,7 @@ def _reveal(checkpoint: Checkpoint, answer: object, result: Grade) -> None:
         st.markdown(_lines(result.explanation.split("\n", 1)[1]))  # its first line is the verdict, said above
 
 
-def _now(lesson: Lesson, variant: str | None, departures: list[str], run: Run, v: Visit) -> None:
+def _now(lesson: Lesson, variant: str | None, departures: list[str], run: History, v: Visit) -> None:
     """What matters at the step on screen: a question, a reveal, or what to watch."""
     if variant is None:
         st.warning("This run has left the lesson's scenario (" + "; ".join(departures) + "), so its questions and "
@@ -392,8 +350,9 @@ def _challenge(lesson: Lesson, v: Visit) -> None:
                        "below and the lesson's others.")
         with st.form("challenge", border=False):
             for knob in spec.knobs:
-                st.session_state.setdefault(_challenge_key(knob), getattr(base, knob))
-                controls.knob_widget(controls.KNOBS[knob], key=_challenge_key(knob))
+                if not session().has_widget(_challenge_key(knob)):
+                    session().set_widget(_challenge_key(knob), getattr(base, knob))
+                knob_widget(KNOBS[knob], key=_challenge_key(knob))
             st.form_submit_button("Run to the end and score", on_click=_on_score, args=(lesson.id,), type="primary",
                                   icon=":material/sports_score:", width="stretch")
         result = v.progress.challenge
@@ -419,7 +378,7 @@ def _answers(lesson: Lesson, v: Visit) -> None:
             st.markdown(f"{mark} **step {c.at_step}{where}**: {c.question}")
 
 
-def _footer(lesson: Lesson, v: Visit) -> None:
+def _footer(lesson: Lesson) -> None:
     left, right = st.columns(2)
     with left.popover("Restart", icon=":material/restart_alt:", width="stretch", help="Restart the lesson"):
         st.markdown("Back to step 0 of the lesson's own run, with your answers cleared.")
@@ -429,10 +388,11 @@ def _footer(lesson: Lesson, v: Visit) -> None:
                  width="stretch", help="Leave the lesson for the free lab; the run stays on screen.")
 
 
-def panel(run: Run) -> None:
-    """The lesson beside the charts (views.lab_page's aside)."""
-    lesson = active(run)
-    v = visit(lesson.id)
+def panel() -> None:
+    """The lesson beside the charts."""
+    s = session()
+    run, lesson = s.run, s.lesson()
+    v = s.visit(lesson.id)
     variant, departures = follows(lesson, run)
     _picker(lesson)
     _score(lesson, v)
@@ -445,4 +405,4 @@ def panel(run: Run) -> None:
     if lesson.challenge is not None:
         _challenge(lesson, v)
     _answers(lesson, v)
-    _footer(lesson, v)
+    _footer(lesson)

@@ -10,27 +10,27 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from lab import presenter
-from lab.state import session_run
 from lab.sweep import COLUMNS, MAX_STEPS, SUGGESTED, figure, parse_values, run_sweep, table
-from lab.views import CSS, chart
+from ui.draw import CSS, chart
+from ui.session import session
+from ui.widgets import presenter
 
 
 def _on_knob() -> None:
-    st.session_state.sweep_values = SUGGESTED[st.session_state.sweep_knob]
+    session().set_widget("sweep_values", SUGGESTED[session().widget("sweep_knob")])
 
 
 def _run() -> None:
     """Run the sweep in the page (not a callback), so its progress bar shows while it runs."""
-    lab = session_run()
-    knob = st.session_state.sweep_knob
-    base = lab.config_next()
+    s = session()
+    knob = s.widget("sweep_knob")
+    base = s.run.config_next()
     try:
-        values = parse_values(knob, st.session_state.sweep_values, base)
+        values = parse_values(knob, s.widget("sweep_values"), base)
     except ValueError as exc:
         st.error(f"The sweep did not run: {exc}.")
         return
-    items = lab.items()
+    items = s.run.items()
     bar = st.progress(0.0, text=f"Running the workload with {len(values)} values of {knob}…")
     try:
         points = run_sweep(base, items, knob, values, progress=lambda done: bar.progress(done / len(values)))
@@ -40,8 +40,7 @@ def _run() -> None:
     finally:
         bar.empty()
     current = getattr(base, knob)
-    st.session_state.sweep = dict(knob=knob, points=points, current=current, requests=len(items),
-                                  workload=st.session_state.get("workload_label", "workload"))
+    s.sweep = dict(knob=knob, points=points, current=current, requests=len(items), workload=s.source.label)
 
 
 def results(sweep: dict) -> None:
@@ -54,7 +53,7 @@ def results(sweep: dict) -> None:
     st.caption(f"The lab's current value is **{sweep['current']}** (shaded where it was swept). Latencies are in "
                "engine steps, the same on every machine; tokens/s and milliseconds are this machine's.")
     chart(figure(knob, points, sweep["current"]), "sweep")
-    formats = {heading: st.column_config.NumberColumn(format="%.3g") for heading, _, _ in COLUMNS}
+    formats = {m.heading: st.column_config.NumberColumn(format="%.3g") for m in COLUMNS}
     st.dataframe(pd.DataFrame(table(knob, points)), hide_index=True, key="sweep_table", column_config=formats)
 
 
@@ -66,18 +65,21 @@ def page() -> None:
                 "Where A/B shows *how* two configs differ step by step, a sweep shows *which way* the metrics move "
                 "as one knob moves. Choose the workload in the lab's sidebar: a burst or long prompts make the "
                 "limits bite.")
+    s = session()
     try:
-        session_run()
+        s.run.config_next()
     except ValueError as exc:  # the lab's model cannot be loaded: there is nothing to sweep
         st.error(f"The lab could not start its engine: {exc}")
         return
-    st.session_state.setdefault("sweep_knob", next(iter(SUGGESTED)))
-    st.session_state.setdefault("sweep_values", SUGGESTED[st.session_state.sweep_knob])
+    if not s.has_widget("sweep_knob"):
+        s.set_widget("sweep_knob", next(iter(SUGGESTED)))
+    if not s.has_widget("sweep_values"):
+        s.set_widget("sweep_values", SUGGESTED[s.widget("sweep_knob")])
     left, middle, right = st.columns([1.2, 2, 0.8], vertical_alignment="bottom")
     left.selectbox("Knob", list(SUGGESTED), key="sweep_knob", on_change=_on_knob)
     middle.text_input("Values, separated by commas", key="sweep_values",
                       help="Numbers, true/false or choices as the knob takes them; up to 8 values.")
     if right.button("Run the sweep", type="primary", key="sweep_run", icon=":material/play_arrow:", width="stretch"):
         _run()
-    if "sweep" in st.session_state:
-        results(st.session_state.sweep)
+    if s.sweep is not None:
+        results(s.sweep)

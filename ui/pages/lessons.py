@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from lab import lesson_panel, share
 from lab.lessons import LessonError, load_glossary
+from ui.pages import lesson_panel
+from ui.session import lessons as all_lessons
+from ui.session import session
 
 # The pages are prose: keep lines to a readable length even in the wide layout.
 READABLE = [2.2, 1]
@@ -19,12 +21,12 @@ def catalogue(lab: st.Page) -> None:
         st.markdown("Each lesson runs a real engine beside its text. Before some steps it asks what the scheduler "
                     "will do; **lock in** a prediction and the step runs, then the engine's own record grades it.")
         try:
-            lessons = lesson_panel.lessons()
+            lessons = all_lessons()
         except LessonError as exc:
             st.error(f"The lessons cannot be read: {exc}", icon=":material/error:")
             return
         for n, lesson in enumerate(lessons.values(), 1):
-            v = lesson_panel.visit(lesson.id)
+            v = session().visit(lesson.id)
             right, answered = v.progress.score()
             with st.container(border=True, key=f"card_{lesson.id}"):
                 text, action = st.columns([4, 1], vertical_alignment="center")
@@ -35,7 +37,7 @@ def catalogue(lab: st.Page) -> None:
                 facts += ["a tuning challenge"] if lesson.challenge else []
                 facts += [f"your score {right} / {answered}"] if answered else []
                 text.caption(" · ".join(facts))
-                started = v.run is not None or st.session_state.get(share.LESSON_KEY) == lesson.id
+                started = v.run is not None or session().lesson_id == lesson.id
                 if action.button("Continue" if started else "Start", key=f"start_{lesson.id}", type="primary",
                                  icon=":material/school:", width="stretch"):
                     try:

@@ -1,0 +1,55 @@
+"""Turn a run's StepRecords into files a user can keep, share or open elsewhere.
+
+Everything here reads only the records (plus the config and workload that made
+them), never a live engine, so a run loaded back from a file exports the same
+way as one just computed. Four formats, a module each:
+
+* runfile: the run itself as JSONL, to load back and replay step by step.
+* trace: one track per request in Perfetto or chrome://tracing.
+* table: per-request latency metrics as CSV, for a spreadsheet.
+* page: the charts, as one standalone HTML page.
+
+``downloads`` lists them as the lab's sidebar offers them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from lab.charts import blocks, budget, queues, timeline
+from lab.export.page import figures_html
+from lab.export.runfile import RUN_FORMAT, RUN_FORMAT_VERSION, SavedRun, dump_run, load_run, saved_run
+from lab.export.table import CSV_COLUMNS, metrics_csv
+from lab.export.trace import STEP_US, chrome_trace, chrome_trace_json
+from lab.metrics import run_metrics  # the CSV's numbers
+
+__all__ = ["CSV_COLUMNS", "RUN_FORMAT", "RUN_FORMAT_VERSION", "STEP_US", "SavedRun", "chrome_trace",
+           "chrome_trace_json", "downloads", "dump_run", "figures_html", "load_run", "metrics_csv", "saved_run",
+           "step_figures"]
+
+
+def step_figures(run) -> list:
+    """The live views' figures at the step on screen (run: lab.run.History), for the HTML export."""
+    records = run.records[:run.cursor + 1]
+    if not records:
+        return []
+    record, previous = records[-1], records[-2] if len(records) > 1 else None
+    return [queues.figure(records), budget.figure(record), blocks.figure(record, previous),
+            timeline.requests_figure(records, len(run.records)), timeline.metrics_figure(records, len(run.records))]
+
+
+def downloads(run) -> list[tuple[str, str, Callable[[], str], str, str]]:
+    """(label, file name, contents, mime type, help) for each export. The contents are callables,
+    so nothing is serialised until the user asks for that file."""
+    step = run.cursor
+    return [
+        ("Run (JSONL)", "run.jsonl", lambda: dump_run(saved_run(run)), "application/jsonl",
+         "Every step record: load it back here (Load a saved run) to replay it without the model."),
+        ("Trace (JSON)", "trace.json", lambda: chrome_trace_json(run.records, run.config), "application/json",
+         "One track per request: open it in ui.perfetto.dev (or chrome://tracing)."),
+        ("Metrics (CSV)", "metrics.csv", lambda: metrics_csv(run_metrics(run.records)), "text/csv",
+         "Per-request TTFT, inter-token and end-to-end latency, for a spreadsheet."),
+        ("Charts (HTML)", f"charts_step{step}.html",
+         lambda: figures_html(step_figures(run), f"Scheduler Loop Lab, step {step}"), "text/html",
+         "This step's charts as one page that works offline."),
+    ]

@@ -1,0 +1,103 @@
+"""The run as a JSONL file: a header (format, version, config, workload, seed), then one record a line.
+
+A file holds the records themselves, so it replays without the model (lab/recording.py).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+from engine import EngineConfig, StepRecord
+from engine.workload import WorkloadItem
+
+RUN_FORMAT = "scheduler-loop-lab/run"
+RUN_FORMAT_VERSION = 1
+
+
+@dataclass
+class SavedRun:
+    """What a run file holds: enough to replay every step, and to rerun it live."""
+
+    config: EngineConfig
+    workload: list[WorkloadItem]
+    seed: int | None
+    records: list[StepRecord]
+
+
+def dump_run(run: SavedRun) -> str:
+    """A header line (format, version, config, workload, seed), then one record per line.
+
+    One record per line keeps a long run streamable and lets an error message point
+    at the step that is broken."""
+    header = {"format": RUN_FORMAT, "version": RUN_FORMAT_VERSION, "config": run.config.to_dict(),
+              "workload": [asdict(item) for item in run.workload], "seed": run.seed}
+    lines = [json.dumps(header)] + [json.dumps(r.to_dict()) for r in run.records]
+    return "\n".join(lines) + "\n"
+
+
+def load_run(text: str) -> SavedRun:
+    """Parse what dump_run wrote. A bad file raises ValueError naming the line and the problem."""
+    # Split on "\n" only, as the workload reader does: str.splitlines() would also split
+    # inside a string holding a raw U+2028 (legal in JSON).
+    lines = [(n, line) for n, line in enumerate(text.removeprefix("\ufeff").split("\n"), 1) if line.strip()]
+    if not lines:
+        raise ValueError("the run file is empty")
+    header = _header(*lines[0])
+    records = []
+    for n, line in lines[1:]:
+        data = _json_object(n, line, "a step record")
+        try:
+            record = StepRecord.from_dict(data)
+        except (ValueError, TypeError, AttributeError) as exc:  # from_dict walks whatever JSON it is given
+            raise ValueError(f"line {n}: not a valid step record: {exc}") from exc
+        if record.step != len(records):
+            raise ValueError(f"line {n}: expected step {len(records)}, found step {record.step!r} "
+                             "(a run file holds every step from 0, in order)")
+        records.append(record)
+    return SavedRun(records=records, **header)
+
+
+def _header(n: int, line: str) -> dict:
+    data = _json_object(n, line, "the header")
+    if data.get("format") != RUN_FORMAT:
+        raise ValueError(f"line {n}: not a Scheduler Loop Lab run file (the header's 'format' should be "
+                         f"{RUN_FORMAT!r}, found {data.get('format')!r})")
+    if data.get("version") != RUN_FORMAT_VERSION:
+        raise ValueError(f"line {n}: this run file has format version {data.get('version')!r}, and this lab "
+                         f"reads version {RUN_FORMAT_VERSION}; export it again with this version of the lab")
+    if not isinstance(data.get("config"), dict):
+        raise ValueError(f"line {n}: the header's 'config' must be an object of engine knobs")
+    try:
+        config = EngineConfig.from_dict(data["config"])
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"line {n}: bad engine config in the header: {exc}") from exc
+    workload = data.get("workload")
+    if not isinstance(workload, list):
+        raise ValueError(f"line {n}: the header's 'workload' must be a list of requests")
+    items = []
+    for i, item in enumerate(workload):
+        try:
+            items.append(WorkloadItem(**item))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"line {n}: workload request {i}: {exc}") from exc
+    seed = data.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise ValueError(f"line {n}: the header's 'seed' must be an integer or null; found {seed!r}")
+    return {"config": config, "workload": items, "seed": seed}
+
+
+def _json_object(n: int, line: str, what: str) -> dict:
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"line {n}: {what} is not valid JSON ({exc.msg} at column {exc.colno})") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"line {n}: {what} must be a JSON object, found {type(data).__name__}")
+    return data
+
+
+def saved_run(run) -> SavedRun:
+    """A run (lab.run.History) as a file holds it. Mid-run changes are not in the header, only their
+    effects in the records."""
+    return SavedRun(run.config, list(run.workload), run.config.seed, list(run.records))

@@ -1,0 +1,358 @@
+"""Reading lessons: the TOML scenario and the Markdown text of each, checked field by field."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine import DEFAULT_MODEL, Engine, EngineConfig, LoadedModel, load_model
+from engine.metrics import LATENCY_KEYS, SUMMARY_STATS
+from engine.records import EVENT_KINDS
+from engine.workload import FIELDS, PRESETS, GeneratorSpec, WorkloadError, WorkloadItem, WorkloadSource, submit
+from lab.lessons.challenge import ChallengeSpec, Target
+from lab.lessons.rules import BASE, RULES, Checkpoint, Rule
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    try:
+        import tomli as tomllib
+    except ModuleNotFoundError:
+        tomllib = None
+
+LESSONS_DIR = Path(__file__).resolve().parents[2] / "lessons"
+
+
+class LessonError(ValueError):
+    """A lesson file is malformed; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str  # '' for the text before the first heading
+    body: str  # Markdown
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A named change of knobs to compare against the base run on the same workload."""
+
+    name: str
+    label: str
+    config: dict
+
+
+@dataclass(frozen=True)
+class Watch:
+    """What to look at while the run is between two steps (inclusive)."""
+
+    from_step: int
+    to_step: int
+    text: str
+    variant: str | None = None  # None: every variant
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """One lesson: its text, the scenario it runs, and the questions it asks along the way."""
+
+    id: str  # the file stem, e.g. "04_kv_cache_full"; file names order the lessons
+    title: str
+    sections: tuple[Section, ...]
+    config: dict  # EngineConfig keyword arguments (never the model: lessons are written for the default one)
+    workload: WorkloadSource  # a preset, a generator, or the lesson's own list of requests
+    seed: int
+    start_step: int  # the app runs steps before this one without stopping
+    checkpoints: tuple[Checkpoint, ...]
+    watch: tuple[Watch, ...] = ()
+    variants: tuple[Variant, ...] = ()
+    challenge: ChallengeSpec | None = None
+
+    @property
+    def variant_names(self) -> tuple[str, ...]:
+        return (BASE, *(v.name for v in self.variants))
+
+    def engine_config(self, variant: str = BASE, model: str = DEFAULT_MODEL, **changes) -> EngineConfig:
+        """The lesson's knobs, the variant's on top, then any of the student's changes."""
+        overrides = {} if variant == BASE else self._variant(variant).config
+        return EngineConfig.from_dict({**self.config, **overrides, "seed": self.seed, "model": model, **changes})
+
+    def checkpoints_for(self, variant: str = BASE) -> list[Checkpoint]:
+        return [c for c in self.checkpoints if c.variant == variant]
+
+    def watch_at(self, step: int, variant: str = BASE) -> list[str]:
+        return [w.text for w in self.watch
+                if w.from_step <= step <= w.to_step and w.variant in (None, variant)]
+
+    def _variant(self, name: str) -> Variant:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise ValueError(f"lesson {self.id!r} has no variant {name!r}; it has {', '.join(self.variant_names)}")
+
+
+def start_engine(lesson: Lesson, variant: str = BASE, loaded: LoadedModel | None = None, **changes) -> Engine:
+    """A fresh engine with the lesson's workload submitted, before step 0."""
+    config = lesson.engine_config(variant, model=loaded.name if loaded else DEFAULT_MODEL, **changes)
+    engine = Engine(config, loaded=loaded or load_model(config.model, config.device, config.dtype))
+    submit(engine, lesson.workload.items())
+    return engine
+
+
+# ---- loading -----------------------------------------------------------------------------------
+
+_REQUIRED = object()
+_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", dict: "a table",
+               list: "an array"}
+
+
+@dataclass
+class _Table:
+    """One TOML table being read; every complaint names the file and the dotted field."""
+
+    file: str
+    data: dict
+    path: str = ""
+    seen: set[str] = field(default_factory=set)
+
+    def name(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def error(self, key: str, problem: str) -> LessonError:
+        return LessonError(f"{self.file}: field '{self.name(key)}': {problem}")
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = _REQUIRED) -> Any:
+        self.seen.add(key)
+        if key not in self.data:
+            if default is _REQUIRED:
+                raise self.error(key, "is required")
+            return default
+        value = self.data[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        # TOML true is a Python int too; only accept it where a bool is asked for.
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            wanted = " or ".join(_TYPE_NAMES[k] for k in kinds)
+            raise self.error(key, f"must be {wanted}; got {value!r}")
+        return value
+
+    def table(self, key: str, default: Any = _REQUIRED) -> _Table | None:
+        value = self.get(key, dict, default)
+        return None if value is None else _Table(self.file, value, self.name(key))
+
+    def tables(self, key: str) -> list[_Table]:
+        items = self.get(key, list, [])
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise self.error(f"{key}[{i}]", f"must be a table; got {item!r}")
+        return [_Table(self.file, item, self.name(f"{key}[{i}]")) for i, item in enumerate(items)]
+
+    def done(self) -> None:
+        unknown = sorted(set(self.data) - self.seen)
+        if unknown:
+            raise self.error(unknown[0], "is not a known field" + (f" (known: {', '.join(sorted(self.seen))})"
+                                                                   if self.seen else ""))
+
+
+def load_lessons(directory: Path = LESSONS_DIR) -> list[Lesson]:
+    """Every NN_slug.toml with its NN_slug.md, in file-name order."""
+    paths = sorted(p for p in directory.glob("*.toml") if re.match(r"\d+_", p.name))
+    if not paths:
+        raise LessonError(f"{directory}: no lesson files (NN_slug.toml)")
+    return [load_lesson(p) for p in paths]
+
+
+def load_lesson(toml_path: Path) -> Lesson:
+    file = f"{toml_path.parent.name}/{toml_path.name}"
+    if tomllib is None:
+        raise LessonError(f"{file}: reading lessons needs Python 3.11+ (tomllib) or the 'tomli' package")
+    try:
+        data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise LessonError(f"{file}: cannot be read: {exc}") from None
+    md_path = toml_path.with_suffix(".md")
+    if not md_path.exists():
+        raise LessonError(f"{file}: its text {md_path.name} is missing")
+    return _parse_lesson(_Table(file, data), toml_path.stem, read_sections(md_path))
+
+
+def load_glossary(directory: Path = LESSONS_DIR) -> list[Section]:
+    return read_sections(directory / "glossary.md")
+
+
+def read_sections(path: Path) -> list[Section]:
+    """Cut Markdown at '## ' headings; text before the first heading is an untitled section."""
+    sections, title, lines = [], "", []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            if title or any(s.strip() for s in lines):
+                sections.append(Section(title, "\n".join(lines).strip()))
+            title, lines = line[3:].strip(), []
+        else:
+            lines.append(line)
+    sections.append(Section(title, "\n".join(lines).strip()))
+    return sections
+
+
+def _parse_lesson(t: _Table, lesson_id: str, sections: list[Section]) -> Lesson:
+    title = t.get("title", str)
+    seed = t.get("seed", int, 0)
+    start_step = t.get("start_step", int, 0)
+    config = t.get("config", dict, {})
+    if "model" in config or "seed" in config:
+        raise t.error("config", "must not set model or seed: lessons run the default model, seeded by 'seed'")
+    try:
+        EngineConfig.from_dict(config)
+    except ValueError as exc:
+        raise t.error("config", str(exc)) from None
+    variants = tuple(_parse_variant(v, config) for v in t.tables("variants"))
+    names = (BASE, *(v.name for v in variants))
+    if len(set(names)) != len(names):
+        raise t.error("variants", f"names must be unique and not {BASE!r}")
+    workload, request_ids = _parse_workload(t, lesson_id)
+    checkpoints = tuple(_parse_checkpoint(c, names, request_ids, start_step) for c in t.tables("checkpoints"))
+    ids = [c.id for c in checkpoints]
+    if len(set(ids)) != len(ids):
+        raise t.error("checkpoints", "ids must be unique")
+    watch = tuple(_parse_watch(w, names) for w in t.tables("watch"))
+    challenge = _parse_challenge(c) if (c := t.table("challenge", None)) else None
+    t.done()
+    return Lesson(lesson_id, title, tuple(sections), config, workload, seed, start_step, checkpoints, watch,
+                  variants, challenge)
+
+
+def _parse_variant(t: _Table, base: dict) -> Variant:
+    variant = Variant(t.get("name", str), t.get("label", str), t.get("config", dict))
+    try:
+        EngineConfig.from_dict({**base, **variant.config})
+    except ValueError as exc:
+        raise t.error("config", str(exc)) from None
+    t.done()
+    return variant
+
+
+def _parse_workload(t: _Table, lesson_id: str) -> tuple[WorkloadSource, list[str] | None]:
+    """Exactly one of: [[requests]], preset = "name", [generator]. Returns it and, if known, the request ids."""
+    given = [k for k in ("requests", "preset", "generator") if k in t.data]
+    if len(given) != 1:
+        raise t.error("requests", "give exactly one workload: [[requests]], preset or [generator]")
+    if given == ["preset"]:
+        name = t.get("preset", str)
+        if name not in PRESETS:
+            raise t.error("preset", f"unknown preset {name!r}; presets: {', '.join(sorted(PRESETS))}")
+        return WorkloadSource(preset=name), None
+    if given == ["generator"]:
+        g = t.table("generator")
+        try:
+            spec = GeneratorSpec(**g.data)
+        except (TypeError, ValueError) as exc:
+            raise t.error("generator", str(exc)) from None
+        return WorkloadSource(generator=spec), None
+    return _parse_requests(t, lesson_id)
+
+
+def _parse_requests(t: _Table, lesson_id: str) -> tuple[WorkloadSource, list[str]]:
+    """The lesson's own [[requests]], with the ids the engine will give them (r0, r1, ...)."""
+    items = []
+    for r in t.tables("requests"):
+        for key in r.data:
+            if key not in FIELDS:
+                raise r.error(key, f"is not a request field (fields: {', '.join(FIELDS)})")
+        r.get("prompt", str)
+        try:
+            items.append(WorkloadItem(**r.data))
+        except WorkloadError as exc:
+            raise r.error(exc.field, exc.reason) from None
+    if not items:
+        raise t.error("requests", "must list at least one request")
+    source = WorkloadSource(requests=tuple(items), name=f"workload of lesson {lesson_id}")
+    return source, [f"r{i}" for i in range(len(items))]
+
+
+def _parse_checkpoint(t: _Table, variants: tuple[str, ...], request_ids: list[str] | None,
+                      start_step: int) -> Checkpoint:
+    cid = t.get("id", str)
+    at_step = t.get("at_step", int)
+    if at_step < start_step:
+        raise t.error("at_step", f"must be >= start_step ({start_step}); got {at_step}")
+    question = t.get("question", str)
+    variant = t.get("variant", str, BASE)
+    if variant not in variants:
+        raise t.error("variant", f"unknown variant {variant!r}; the lesson has {', '.join(variants)}")
+    rule = _parse_rule(t.table("rule"), request_ids)
+    options = _parse_options(t, rule, request_ids)
+    checkpoint = Checkpoint(cid, at_step, question, rule, options, t.get("explain", str, ""), variant)
+    t.done()
+    return checkpoint
+
+
+def _parse_rule(r: _Table, request_ids: list[str] | None) -> Rule:
+    """A checkpoint's rule: a known kind, with exactly the request or event it needs."""
+    kind = r.get("kind", str)
+    if kind not in RULES:
+        raise r.error("kind", f"unknown rule {kind!r}; rules: {', '.join(RULES)}")
+    spec = RULES[kind]
+    request = r.get("request", str, None)
+    event = r.get("event", str, None)
+    for need, value in (("request", request), ("event", event)):
+        if need in spec.needs and value is None:
+            raise r.error(need, f"is required by rule {kind!r}")
+        if need not in spec.needs and value is not None:
+            raise r.error(need, f"is not used by rule {kind!r}")
+    if request is not None and request_ids is not None and request not in request_ids:
+        raise r.error("request", f"unknown request {request!r}; the workload has {', '.join(request_ids)}")
+    if event is not None and event not in EVENT_KINDS:
+        raise r.error("event", f"unknown event kind {event!r}; kinds: {', '.join(EVENT_KINDS)}")
+    r.done()
+    return Rule(kind, request, event)
+
+
+def _parse_options(t: _Table, rule: Rule, request_ids: list[str] | None) -> tuple[str, ...]:
+    """What the student picks from: request ids (the workload's, by default), or the choices."""
+    answer = rule.spec.answer
+    options = tuple(str(o) for o in t.get("options", list, []))
+    if answer == "ids" and not options:
+        if request_ids is None:
+            raise t.error("options", "list the request ids to pick from (the workload is not an explicit list)")
+        options = tuple(request_ids)
+    if answer == "choice" and len(options) < 2:
+        raise t.error("options", f"rule {rule.kind!r} asks for a choice: give at least two options")
+    if answer == "number" and options:
+        raise t.error("options", f"rule {rule.kind!r} asks for a number, so it takes no options")
+    return options
+
+
+def _parse_watch(t: _Table, variants: tuple[str, ...]) -> Watch:
+    steps = t.get("steps", list)
+    if len(steps) != 2 or not all(isinstance(s, int) and not isinstance(s, bool) for s in steps) or \
+            steps[0] > steps[1]:
+        raise t.error("steps", f"must be [first, last] step numbers with first <= last; got {steps!r}")
+    variant = t.get("variant", str, None)
+    if variant is not None and variant not in variants:
+        raise t.error("variant", f"unknown variant {variant!r}; the lesson has {', '.join(variants)}")
+    watch = Watch(steps[0], steps[1], t.get("text", str), variant)
+    t.done()
+    return watch
+
+
+def _parse_challenge(t: _Table) -> ChallengeSpec:
+    knobs = tuple(t.get("knobs", list))
+    known = {f.name for f in dataclasses.fields(EngineConfig)}
+    for knob in knobs:
+        if knob not in known:
+            raise t.error("knobs", f"unknown knob {knob!r}")
+    targets = []
+    for target in t.tables("targets"):
+        metric, stat = target.get("metric", str), target.get("stat", str, "p95")
+        if metric not in LATENCY_KEYS:
+            raise target.error("metric", f"must be one of {', '.join(LATENCY_KEYS)}; got {metric!r}")
+        if stat not in SUMMARY_STATS:
+            raise target.error("stat", f"must be one of {', '.join(SUMMARY_STATS)}; got {stat!r}")
+        targets.append(Target(metric, stat, float(target.get("max", (int, float)))))
+        target.done()
+    if not targets:
+        raise t.error("targets", "give at least one target")
+    t.done()
+    return ChallengeSpec(tuple(targets), knobs)

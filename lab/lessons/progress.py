@@ -1,0 +1,44 @@
+"""A student's answers in one lesson: plain data, kept per session and saved as a dict."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from lab.lessons.challenge import ChallengeResult, TargetResult
+from lab.lessons.rules import Answer, Checkpoint, Grade
+
+
+@dataclass
+class LessonProgress:
+    """A student's answers in one lesson: plain data, which the session keeps and to_dict saves."""
+
+    lesson_id: str
+    answers: dict[str, Answer] = field(default_factory=dict)
+    grades: dict[str, Grade] = field(default_factory=dict)
+    challenge: ChallengeResult | None = None
+
+    def record(self, checkpoint: Checkpoint, answer: Any, result: Grade) -> None:
+        self.answers[checkpoint.id] = checkpoint.parse(answer)
+        self.grades[checkpoint.id] = result
+
+    def score(self) -> tuple[int, int]:
+        """(correct, answered)."""
+        return sum(g.correct for g in self.grades.values()), len(self.grades)
+
+    def restart(self) -> None:
+        self.answers.clear()
+        self.grades.clear()
+        self.challenge = None
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> LessonProgress:
+        challenge = data.get("challenge")
+        return cls(data["lesson_id"], dict(data.get("answers", {})),
+                   {k: Grade(**g) for k, g in data.get("grades", {}).items()},
+                   ChallengeResult(challenge["passed"], [TargetResult(**r) for r in challenge["results"]],
+                                   challenge["message"]) if challenge else None)

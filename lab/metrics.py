@@ -1,0 +1,96 @@
+"""engine.metrics computed from a run's records alone, so a replayed run has metrics too.
+
+The latency formulas live once, in engine/metrics.py: here each request's timeline is
+rebuilt from the records into the attributes those formulas read from a Request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine import StepRecord
+from engine.metrics import COUNTER_KEYS, GAUGE_KEYS, aggregate_metrics, request_metrics
+from engine.request import FinishReason, id_order
+
+
+def step_clock(records: list[StepRecord]) -> list[tuple[float, float]]:
+    """Each step's (start, end) on the engine clock in ms: the running sum of step wall times.
+
+    Summed in the engine's own order, so the values equal the engine's clock_ms exactly."""
+    spans, clock = [], 0.0
+    for rec in records:
+        start = clock
+        clock += rec.timings.total_ms
+        spans.append((start, clock))
+    return spans
+
+
+@dataclass
+class _Timeline:
+    """The attributes engine.metrics.request_metrics reads from a Request, rebuilt from the
+    records, so the latency formulas live once, in the engine, for live runs and replays alike."""
+
+    request_id: str
+    arrival_step: int
+    num_prompt_tokens: int
+    num_preemptions: int = 0
+    finish_reason: FinishReason | None = None
+    arrival_ms: float | None = None
+    first_scheduled_step: int | None = None
+    finish_step: int | None = None
+    finish_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        self.output_token_ids: list[int] = []
+        self.token_steps: list[int] = []
+        self.token_ms: list[float] = []
+
+    def ran(self, step: int, end_ms: float, token: int | None) -> None:
+        """The request was in step's batch, which ended at end_ms and maybe sampled its next token."""
+        if self.first_scheduled_step is None:
+            self.first_scheduled_step = step
+        if token is not None:
+            self.output_token_ids.append(token)
+            self.token_steps.append(step)
+            self.token_ms.append(end_ms)
+
+
+def _timelines(records: list[StepRecord]) -> list[_Timeline]:
+    for i, rec in enumerate(records):
+        if rec.step != i:
+            raise ValueError(f"metrics need the whole run from step 0; record {i} is step {rec.step}")
+    seen: dict[str, _Timeline] = {}
+    for rec, (start, end) in zip(records, step_clock(records), strict=True):
+        for rid, view in rec.requests.items():
+            t = seen.setdefault(rid, _Timeline(rid, view.arrival_step, view.num_prompt_tokens))
+            t.num_preemptions = view.num_preemptions
+            t.finish_reason = FinishReason(view.finish_reason) if view.finish_reason else None
+        for e in rec.events:
+            if e.kind == "arrived":
+                seen[e.request_id].arrival_ms = start
+            elif e.kind in ("finished", "rejected"):
+                seen[e.request_id].finish_step = rec.step
+                seen[e.request_id].finish_ms = end if e.kind == "finished" else start
+        for chunk in rec.batch:
+            seen[chunk.request_id].ran(rec.step, end, chunk.new_token_id)
+    return sorted(seen.values(), key=lambda t: id_order(t.request_id))
+
+
+def run_metrics(records: list[StepRecord]) -> dict:
+    """engine.metrics() computed from the records alone, so a replayed run has metrics too.
+
+    Same keys and values as the engine's (a request that had not arrived by the last
+    record is absent), plus what only the step history shows: peak KV usage and
+    throughput per step. kv_cache_usage_perc is the records' rounded value."""
+    per_request = [request_metrics(t) for t in _timelines(records)]  # duck-typed: a _Timeline reads as a Request
+    clock_ms = step_clock(records)[-1][1] if records else 0.0
+
+    def final(name: str) -> float:  # a gauge or counter after the last step (all 0 before the first)
+        return getattr(records[-1].stats, name) if records else 0
+
+    counters = {k: final(k) for k in COUNTER_KEYS}
+    gauges = {k: final(k) for k in GAUGE_KEYS}
+    aggregate = aggregate_metrics(per_request, len(records), clock_ms, gauges, counters)
+    aggregate["throughput_tokens_per_step"] = aggregate["generation_tokens"] / len(records) if records else 0.0
+    aggregate["peak_kv_cache_usage_perc"] = max((r.stats.kv_cache_usage_perc for r in records), default=0.0)
+    return {"aggregate": aggregate, "requests": per_request}

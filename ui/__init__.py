@@ -1,0 +1,1 @@
+"""Streamlit only: one Session object (session.py), the address bar (link.py), widgets/ and pages/."""

@@ -1,0 +1,51 @@
+"""What every page draws with: the lab's CSS, a chart, a request's colour chip, the queued messages."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from lab.palette import request_color, text_color
+from ui.session import session
+from ui.widgets import presenter
+
+PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
+# Event kinds grouped by tone, so the eye finds the trouble (preemption, blocking) first.
+EVENT_TONES = {"arrived": "calm", "admitted": "good", "chunk_scheduled": "calm", "swapped_in": "good",
+               "recompute_started": "warn", "finished": "good", "blocked": "warn", "preempted": "bad",
+               "swapped_out": "bad", "rejected": "bad", "evicted": "warn", "idle": "calm", "you": "you"}
+CSS = """
+<style>
+[data-testid="stMainBlockContainer"] {padding: 2.4rem 2rem 2rem 2rem}
+[data-testid="stSidebarUserContent"] {padding-top: 1rem}
+.lab-chip {display:inline-block; min-width:2.4em; padding:0 .4em; border-radius:.35em; font-weight:600;
+           text-align:center; font-family:ui-monospace, monospace; font-size:.9em}
+.lab-event {margin:.2em 0; line-height:1.45}
+.lab-kind {display:inline-block; min-width:7.5em; padding:0 .45em; border-radius:.35em; font-size:.85em;
+           font-weight:600; text-align:center}
+.lab-calm {background:#EEF1F4; color:#38424C} .lab-good {background:#DDF2E8; color:#0B5A3A}
+.lab-warn {background:#FCEFD6; color:#7A4B00} .lab-bad {background:#FBE0DA; color:#8E2410}
+.lab-you {background:#E3EDF9; color:#0B4A86}
+.lab-text {font-family:ui-monospace, monospace; white-space:pre-wrap; font-size:.92em}
+.lab-text mark {background:#FFE08A; padding:0 .1em}
+.st-key-step_bar {container-type: inline-size}
+@container (max-width: 600px) {.st-key-step_bar button p {position: absolute; width: 1px; height: 1px;
+  overflow: hidden; clip-path: inset(50%); white-space: nowrap}}
+</style>
+"""
+
+
+def chip(request_id: str | None) -> str:
+    if request_id is None:
+        return '<span class="lab-chip" style="background:#E8E8E8">—</span>'
+    color = request_color(request_id)
+    return f'<span class="lab-chip" style="background:{color};color:{text_color(color)}">{request_id}</span>'
+
+
+def chart(fig, key: str) -> None:
+    st.plotly_chart(presenter.sized(fig), key=key, theme=None, config=PLOTLY_CONFIG)
+
+
+def flashes() -> None:
+    """The messages callbacks queued for this draw."""
+    for kind, message in session().take_messages():
+        getattr(st, kind)(message)

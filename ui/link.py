@@ -1,0 +1,98 @@
+"""The address bar: a link holds the session's scenario, so copying it shares what is on screen.
+
+    open_link()   on a session's first run, rebuild the run a link describes (bad parameters warned)
+    sync_link()   keep the query parameters equal to the session's scenario
+    share_url()   the link to the step on screen
+
+A link holds a *scenario* (lab/scenario.py): the lesson, the knobs, the workload's
+name or seed, hand-added requests and mid-run changes, and the step on screen.
+The engine is deterministic, so replaying that script reproduces the run exactly.
+A replayed file has no link: it is shared as the file.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import streamlit as st
+
+from engine import EngineConfig
+from lab.run import default_config
+from lab.scenario import decode_scenario, encode_scenario, open_scenario, scenario_of
+from ui.session import DEFAULT_SOURCE, Session, cached_load, exclusive, lessons, session
+from ui.widgets import presenter
+
+LONG_LINK = 8000  # characters; longer links break in some mail and chat tools
+
+
+def _lessons() -> dict:
+    """The lessons a link may name; none if they cannot be read (the Lessons page says why)."""
+    try:
+        return lessons()
+    except ValueError:
+        return {}
+
+
+def _base(lesson_id: str | None) -> EngineConfig:
+    """The config a link's knobs are relative to: the lesson's, or the lab's defaults."""
+    lesson = _lessons().get(lesson_id)
+    defaults = default_config()
+    return defaults if lesson is None else lesson.engine_config(model=defaults.model)
+
+
+def link_params(s: Session) -> dict[str, str]:
+    """The query parameters for the session's run on screen."""
+    params = {}
+    if not s.replaying:
+        lesson = _lessons().get(s.lesson_id)
+        source = lesson.workload if lesson is not None else s.source
+        params = encode_scenario(scenario_of(s.run, _base(s.lesson_id), source, s.lesson_id), _base(s.lesson_id))
+    if s.presenting:
+        params[presenter.QUERY_PARAM] = "1"
+    return params
+
+
+def sync_link() -> None:
+    """Write the session's scenario into the address bar. Called on every redraw of the live
+    views: a step, a knob, a workload or the slider moving."""
+    params = link_params(session())
+    if st.query_params.to_dict() != params:
+        st.query_params.from_dict(params)
+
+
+def share_url() -> str:
+    base = (st.context.url or "").split("?")[0]
+    params = link_params(session())
+    return f"{base}?{urlencode(params)}" if params else base
+
+
+@exclusive
+def open_link() -> None:
+    """On a session's first run, build its run from the link it was opened with.
+
+    Each bad parameter keeps its default and is listed in one warning; if the run
+    itself cannot be built, the lab starts with its defaults and says why."""
+    s = session()
+    if s.link_opened:
+        return
+    s.link_opened = True
+    params = st.query_params.to_dict()
+    if params.pop(presenter.QUERY_PARAM, None) in ("1", "true", "on"):
+        s.presenting = True
+    if not params or s.has_run:
+        return
+    known = _lessons()
+    scenario, warnings = decode_scenario(params, default_config(), {i: _base(i) for i in known})
+    lesson = known.get(scenario.lesson)
+    own = lesson.workload if lesson is not None else DEFAULT_SOURCE  # what the link adds its requests to
+    try:
+        run, notes = open_scenario(scenario, _base(scenario.lesson), own.items(), load=cached_load)
+    except ValueError as exc:
+        s.flash("error", f"The link could not be opened: {exc}. The lab starts with its defaults.")
+        return
+    s.show(run, scenario.workload or own)
+    s.lesson_id = scenario.lesson
+    warnings += notes
+    if warnings:
+        s.flash("warning", "Parts of this link could not be used, so they kept their defaults:\n\n"
+                + "\n".join(f"- {w}" for w in warnings))

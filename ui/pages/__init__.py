@@ -1,0 +1,1 @@
+"""The pages: the lab (with the lesson panel beside it), the lessons and glossary, A/B, and the sweep."""

@@ -1,0 +1,134 @@
+"""The engine's knobs as widgets, generated from the engine's own knob tables.
+
+Which knobs are live (engine.config.LIVE_KNOBS), which words a choice takes
+(KNOB_CHOICES), a knob's help (KNOB_HELP) and its type all come from the engine;
+only the ranges a widget offers are the lab's. A new knob appears here by itself.
+
+Widgets act through callbacks, which run before the page is drawn, so the page
+always shows the run after the click. A ValueError from the run becomes a
+message and the run stays as it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+
+import streamlit as st
+
+from engine import EngineConfig
+from engine.config import KNOB_CHOICES, KNOB_HELP, LIVE_KNOBS
+from ui.session import exclusive, session
+
+
+@dataclass(frozen=True)
+class Knob:
+    """How one EngineConfig field is shown: an int/float range, a toggle, a choice or free text."""
+
+    name: str
+    kind: str  # 'int', 'float', 'bool', 'choice' or 'text'
+    low: float = 0
+    high: float = 0
+    step: float = 1
+    choices: tuple[str, ...] = ()
+
+
+# (low, high, step) of every number knob's widget. max_model_len 0 stands for None: the model's limit.
+RANGES = {"seed": (0, 2**31 - 1, 1), "max_model_len": (0, 1_000_000, 64), "block_size": (1, 256, 1),
+          "num_gpu_blocks": (1, 2048, 4), "num_cpu_blocks": (0, 2048, 4), "max_num_batched_tokens": (1, 8192, 16),
+          "max_num_seqs": (1, 256, 1), "long_prefill_token_threshold": (0, 8192, 8), "watermark": (0.0, 0.9, 0.01)}
+MODEL_KNOBS = ("model", "device", "dtype", "seed", "max_model_len")  # what runs, rather than how it is scheduled
+
+
+def _knob(field: dataclasses.Field) -> Knob:
+    name, tp = field.name, typing.get_type_hints(EngineConfig)[field.name]
+    if name in KNOB_CHOICES:
+        return Knob(name, "choice", choices=KNOB_CHOICES[name])
+    if tp is bool:
+        return Knob(name, "bool")
+    if name in RANGES:
+        return Knob(name, "float" if tp is float else "int", *RANGES[name])
+    return Knob(name, "text")
+
+
+# Every knob by name, in the config's order.
+KNOBS = {field.name: _knob(field) for field in dataclasses.fields(EngineConfig)}
+_LIVE = sorted(LIVE_KNOBS, key=lambda k: (k != "engine_preset", list(KNOBS).index(k)))  # the preset leads its rules
+
+# title -> (what a change does, the knobs)
+GROUPS: dict[str, tuple[str, tuple[Knob, ...]]] = {
+    "Scheduler (live)": ("A change applies from the next step and is kept in the run's history. An engine "
+                         "preset sets the rules below it together; change any of them after it.",
+                         tuple(KNOBS[k] for k in _LIVE)),
+    "KV cache (restarts the run)": ("These shape the KV pool: a change restarts the run at step 0.",
+                                    tuple(k for k in KNOBS.values() if k.name not in LIVE_KNOBS
+                                          and k.name not in MODEL_KNOBS)),
+    "Model and engine (restarts the run)": ("A change restarts the run at step 0. max_model_len 0: the model's "
+                                            "limit.", tuple(KNOBS[k] for k in MODEL_KNOBS)),
+}
+
+
+def _key(name: str) -> str:
+    return f"knob_{name}"
+
+
+def _to_widget(name: str, value: object) -> object:
+    return value or 0 if name == "max_model_len" else value
+
+
+def _from_widget(name: str, value: object) -> object:
+    return value or None if name == "max_model_len" else value
+
+
+@exclusive
+def _on_knob(name: str) -> None:
+    s = session()
+    run = s.run
+    value = _from_widget(name, s.widget(_key(name)))
+    kept = len(run.records)
+    try:
+        restarted = run.set_knobs(**{name: value})
+    except ValueError as exc:
+        s.flash("error", f"**{name} = {value!r}** was not applied: {exc}. The run continues unchanged.")
+        return
+    if restarted:
+        s.flash("info", f"**{name} = {value!r}**: this knob shapes the model or the KV pool, so the run restarted "
+                        "at step 0 with the same workload.")
+        return
+    dropped = kept - len(run.records)
+    s.flash("success", f"**{name} = {value!r}** applies from step {run.next_step} on."
+            + (f" The {dropped} later step(s) were dropped: the run branches here." if dropped else ""))
+
+
+def knob_widget(knob: Knob, key: str | None = None, **extra) -> None:
+    """One knob's widget. Without a key it is the lab's own, applied on change; with one, a plain
+    input (e.g. inside a form) whose value the caller reads with Session.widget(key)."""
+    args = dict(key=key, help=KNOB_HELP[knob.name], **extra) if key else \
+        dict(key=_key(knob.name), help=KNOB_HELP[knob.name], on_change=_on_knob, args=(knob.name,))
+    label = knob.name
+    if knob.kind == "int":
+        st.number_input(label, min_value=int(knob.low), max_value=int(knob.high), step=int(knob.step), **args)
+    elif knob.kind == "float":
+        st.slider(label, min_value=float(knob.low), max_value=float(knob.high), step=float(knob.step), **args)
+    elif knob.kind == "bool":
+        st.toggle(label, **args)
+    elif knob.kind == "choice":
+        st.selectbox(label, knob.choices, **args)
+    else:
+        st.text_input(label, **args)
+
+
+def knobs_panel() -> None:
+    """Every knob, grouped by what a change does; they show the knobs the next step will use, so
+    they move with time travel and revert after an error."""
+    s = session()
+    config = s.run.config_next()
+    for name, value in config.to_dict().items():
+        s.set_widget(_key(name), _to_widget(name, value))
+    s.knobs_shown = config  # the live views compare against it after time travel
+    for i, (title, (note, knobs)) in enumerate(GROUPS.items()):
+        with st.expander(title, expanded=i == 0):
+            st.caption(note)
+            for knob in knobs:
+                knob_widget(knob)

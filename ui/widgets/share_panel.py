@@ -1,0 +1,56 @@
+"""The sidebar's last section: the share link, the downloads, loading a saved run, presenter mode."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from lab.export import downloads, load_run
+from lab.recording import Recording
+from ui.link import LONG_LINK, share_url
+from ui.session import exclusive, session
+from ui.widgets import presenter
+from ui.widgets.workload import read_upload
+
+
+@exclusive
+def _on_run_upload() -> None:
+    saved = read_upload("run_upload", load_run)
+    if saved is None:
+        return
+    s = session()
+    name = s.widget("run_upload").name
+    if not s.replaying:
+        s.live_run = s.run  # to come back to
+    s.show(Recording(saved, name))
+    s.flash("success", f"Loaded **{name}**: {len(saved.records)} recorded steps, replayed without the engine. "
+                       "Step and the slider move through them.")
+
+
+def share_panel() -> None:
+    s = session()
+    run = s.run
+    with st.sidebar:
+        st.header("Share", divider="gray")
+        with st.expander("Share link", icon=":material/link:"):
+            if s.replaying:
+                st.caption("A replayed file has no link: share the file itself.")
+            else:
+                url = share_url()
+                st.caption("Opens the lab at this step, with these knobs and this workload. Copy it with the "
+                           "button at the code block's right; the address bar holds the same link.")
+                st.code(url, language=None, wrap_lines=True)
+                if len(url) > LONG_LINK:
+                    st.warning(f"This link is {len(url)} characters long: some mail and chat tools cut links that "
+                               "long. Export the run instead.")
+        with st.expander("Export", icon=":material/download:"):
+            if not run.records:
+                st.caption("Run a step first: there is nothing to export yet.")
+            for i, (label, name, data, mime, why) in enumerate(downloads(run)):
+                st.download_button(label, data, name, mime, key=f"export_{i}", help=why, on_click="ignore",
+                                   disabled=not run.records, width="stretch", icon=":material/download:")
+            st.caption("The trace opens in [ui.perfetto.dev](https://ui.perfetto.dev): one track per request.")
+        with st.expander("Load a saved run", icon=":material/upload_file:"):
+            st.file_uploader("A run file (.jsonl) exported from the lab", type=["jsonl"], key="run_upload",
+                             on_change=_on_run_upload, help="Replays its steps without the model. A bad file is "
+                             "named with its line, and the current run is kept.")
+        presenter.toggle()

@@ -1,0 +1,73 @@
+"""The step bar above the views: Back, Step, Run N, Play/Pause with its speed, and Reset.
+
+A page may hold the run short of a step (a lesson does, before each question):
+``Hold`` maps the steps asked for to the steps allowed now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import streamlit as st
+
+from lab.run import History
+from ui.session import exclusive, session
+
+Hold = Callable[[History, int], int]
+
+
+@exclusive
+def _on_step(n: int | None = None, hold: Hold | None = None) -> None:
+    s = session()
+    n = n or s.widget("run_n")
+    if hold is not None:
+        n = hold(s.run, n)
+    if n:  # Run.step(0) would still branch a past step
+        s.run.step(n)
+
+
+@exclusive
+def _on_back() -> None:
+    session().run.back()
+
+
+@exclusive
+def _on_reset() -> None:
+    s = session()
+    s.run.reset(s.run.config_next(), s.run.items())
+    s.playing = False
+    s.flash("info", "Reset: back to step 0 with the knobs and workload shown.")
+
+
+def _on_play() -> None:
+    s = session()
+    s.playing = not s.playing
+
+
+def step_bar(hold: Hold | None = None) -> None:
+    """The buttons, in one row; `hold` may cut a Step or Run short."""
+    s = session()
+    run, playing = s.run, s.playing
+    done = run.done
+    # A small gap leaves the labels room on a laptop beside the sidebar; narrower still, the
+    # buttons show their icons only (ui/draw.py's CSS): the label is hidden from sight but still
+    # names the button for a screen reader, and the tooltip stays.
+    cols = st.container(key="step_bar").columns([1.1, 1.05, 1, 0.7, 1.05, 1.2, 1.1], vertical_alignment="bottom",
+                                                gap="xsmall")
+    cols[0].button("Back", icon=":material/skip_previous:", key="back", on_click=_on_back,
+                   disabled=run.cursor < 0 or playing, width="stretch",
+                   help="Show the previous step (nothing is re-run).")
+    cols[1].button("Step", icon=":material/skip_next:", key="step", on_click=_on_step, args=(1, hold), type="primary",
+                   disabled=done or playing, width="stretch",
+                   help="Run one scheduler step. From a past step, the run branches there.")
+    cols[2].button("Run", icon=":material/fast_forward:", key="run_steps", on_click=_on_step, args=(None, hold),
+                   disabled=done or playing, width="stretch",
+                   help="Run the number of steps on the right (stops early when every request has finished).")
+    cols[3].number_input("steps", 1, 1000, 10, key="run_n", label_visibility="collapsed")
+    cols[4].button("Pause" if playing else "Play", icon=":material/pause:" if playing else ":material/play_arrow:",
+                   key="play", on_click=_on_play, disabled=done and not playing, width="stretch",
+                   help="Step automatically at the speed on the right.")
+    cols[5].slider("steps / s", 0.5, 8.0, 2.0, 0.5, key="speed", label_visibility="collapsed",
+                   format="%.1f steps/s", help="Auto-play speed, steps per second.")
+    cols[6].button("Reset", icon=":material/restart_alt:", key="reset", on_click=_on_reset, width="stretch",
+                   help="Start again at step 0 with the knobs and workload shown.")

@@ -1,0 +1,157 @@
+"""The workload panel: presets, a seeded generator, one request by hand, files in and out.
+
+Loading a workload restarts the run at step 0 under the knobs shown, and records
+its WorkloadSource in the session: that is what the label says and a link names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import streamlit as st
+
+from engine.workload import (
+    PRESETS,
+    GeneratorSpec,
+    WorkloadItem,
+    WorkloadSource,
+    dump_workload,
+    format_of,
+    parse_workload,
+)
+from ui.session import exclusive, session
+
+T = TypeVar("T")
+
+
+@exclusive
+def _load(source: WorkloadSource) -> None:
+    """Start again at step 0 on the source's workload, under the knobs now shown."""
+    s = session()
+    items = source.items()
+    try:
+        s.run.reset(s.run.config_next(), items)
+    except ValueError as exc:
+        s.flash("error", f"The {source.label} could not be loaded: {exc}. The current run is kept.")
+        return
+    s.source = source
+    s.flash("success", f"Loaded the {source.label} ({len(items)} requests); the run restarted at step 0.")
+
+
+def _on_preset() -> None:
+    _load(WorkloadSource(preset=session().widget("preset")))
+
+
+def _on_generate() -> None:
+    s = session()
+    w = s.widget
+    try:
+        spec = GeneratorSpec(seed=w("gen_seed"), num_requests=w("gen_requests"), arrival_rate=w("gen_rate"),
+                             prompt_tokens=w("gen_prompt"), output_tokens=w("gen_output"),
+                             priorities=w("gen_priorities"))
+    except ValueError as exc:
+        s.flash("error", f"The generator settings are not valid: {exc}. The current run is kept.")
+        return
+    _load(WorkloadSource(generator=spec))
+
+
+@exclusive
+def _on_add_request() -> None:
+    s = session()
+    w = s.widget
+    try:
+        item = WorkloadItem(w("add_prompt"), max_tokens=w("add_max_tokens"), priority=w("add_priority"),
+                            arrival_step=w("add_arrival"), temperature=w("add_temperature"))
+        request_id = s.run.add_request(item)
+    except ValueError as exc:
+        s.flash("error", f"The request was not added: {exc}. The run continues unchanged.")
+        return
+    s.flash("success", f"Added **{request_id}**; it arrives at step {max(item.arrival_step, s.run.next_step)}.")
+
+
+def read_upload(key: str, parse: Callable[[str], T]) -> T | None:
+    """The file in uploader `key`, parsed. None if there is none, or if it is not UTF-8 text or
+    parse raises ValueError: then a message names the file and what is wrong."""
+    s = session()
+    upload = s.widget(key)
+    if upload is None:
+        return None
+    try:
+        return parse(upload.getvalue().decode("utf-8"))
+    except UnicodeDecodeError:
+        s.flash("error", f"**{upload.name}** is not UTF-8 text. The current run is kept.")
+    except ValueError as exc:
+        s.flash("error", f"**{upload.name}**, {exc}. The current run is kept.")
+    return None
+
+
+def _on_upload() -> None:
+    s = session()
+    upload = s.widget("upload")
+    if upload is None:
+        return
+    fmt = format_of(upload.name)
+    if fmt is None:
+        s.flash("error", f"**{upload.name}**: the file name must end in .jsonl or .csv. The current run is kept.")
+        return
+    items = read_upload("upload", lambda text: parse_workload(text, fmt))
+    if items is not None:
+        _load(WorkloadSource(requests=tuple(items), name=f"file {upload.name}"))
+
+
+def _presets() -> None:
+    st.selectbox("Preset", list(PRESETS), key="preset", help="A ready-made workload; each shows one behaviour.",
+                 format_func=lambda n: n.replace("_", " "))
+    st.caption(PRESETS[session().widget("preset")].__doc__.split("\n\n")[0].replace("\n", " "))
+    st.button("Load preset", on_click=_on_preset, key="load_preset", width="stretch")
+
+
+def _generator() -> None:
+    with st.form("generator", border=False):
+        spec = GeneratorSpec()
+        st.number_input("seed", 0, 2**31 - 1, spec.seed, key="gen_seed", help="Same seed, same workload.")
+        st.number_input("requests", 1, 500, spec.num_requests, key="gen_requests")
+        st.number_input("arrivals per step", 0.01, 100.0, spec.arrival_rate, 0.25, key="gen_rate",
+                        help="Mean of a Poisson arrival process, per engine step.")
+        st.slider("prompt tokens", 1, 480, spec.prompt_tokens, key="gen_prompt", help="Uniform range (approximate).")
+        st.slider("output tokens", 1, 256, spec.output_tokens, key="gen_output", help="Uniform range.")
+        st.number_input("priority levels", 1, 10, spec.priorities, key="gen_priorities",
+                        help="Requests draw a priority from 0 (served first) to levels-1.")
+        st.form_submit_button("Generate", on_click=_on_generate, width="stretch")
+
+
+def _add_request() -> None:
+    with st.form("add_request", border=False, clear_on_submit=False):
+        st.text_area("prompt", "ROMEO:\nWhat say you, friar?", key="add_prompt", height=80)
+        st.number_input("max tokens", 1, 512, 24, key="add_max_tokens")
+        st.number_input("priority", -100, 100, 0, key="add_priority", help="Lower is served first under 'priority'.")
+        st.number_input("arrival step", 0, 100_000, 0, key="add_arrival",
+                        help="It joins the waiting queue at this step, or at the next step if that is later.")
+        st.number_input("temperature", 0.0, 5.0, 0.0, 0.1, key="add_temperature", help="0: greedy.")
+        st.form_submit_button("Add request", on_click=_on_add_request, width="stretch")
+
+
+def _files() -> None:
+    st.file_uploader("Upload a workload (.jsonl or .csv)", type=["jsonl", "ndjson", "json", "csv"], key="upload",
+                     on_change=_on_upload, help="Fields: prompt, max_tokens, priority, arrival_step, temperature, "
+                     "ignore_eos. A bad line is named and nothing is loaded.")
+    items = session().run.items()
+    left, right = st.columns(2)
+    left.download_button("⬇ JSONL", dump_workload(items, "jsonl"), "workload.jsonl", "application/jsonl",
+                         on_click="ignore", key="download_jsonl", width="stretch")
+    right.download_button("⬇ CSV", dump_workload(items, "csv"), "workload.csv", "text/csv",
+                          on_click="ignore", key="download_csv", width="stretch")
+
+
+def workload_panel() -> None:
+    s = session()
+    st.caption(f"**{s.source.label}** · {len(s.run.items())} requests")
+    with st.expander("Presets", expanded=True):
+        _presets()
+    with st.expander("Random workload"):
+        _generator()
+    with st.expander("Add one request"):
+        _add_request()
+    with st.expander("Upload / download"):
+        _files()
