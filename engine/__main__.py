@@ -20,7 +20,7 @@ from typing import NoReturn, TextIO
 
 from tqdm import tqdm
 
-from engine.config import KNOB_HELP, PRESET_RULES, EngineConfig
+from engine.config import KNOB_HELP, PRESET_RULES, PRESET_SOURCES, EngineConfig
 from engine.engine import Engine
 from engine.metrics import METRICS
 from engine.workload import PRESETS, WorkloadError, WorkloadItem, format_of, parse_workload, submit
@@ -61,10 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _presets_help() -> str:
-    """Which rules each --engine-preset sets (the README's "Engine presets" names each engine's source)."""
+    """Which rules each --engine-preset sets, and the engine source they come from."""
     lines = ["engine presets (--engine-preset; any knob given beside it overrides the preset's value):"]
     for name, rules in PRESET_RULES.items():
         lines.append(f"  {name:16} " + ", ".join(f"{k}={v}" for k, v in rules.items()))
+        lines.append(f"  {'':16} from {PRESET_SOURCES[name]}")
     return "\n".join(lines)
 
 

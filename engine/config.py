@@ -57,6 +57,14 @@ PRESET_RULES: dict[str, dict[str, object]] = {
                             admission_reserve="prompt"),
 }
 ENGINE_PRESETS = tuple(PRESET_RULES)
+# Where each preset's rules come from, in the engines' own sources.
+PRESET_SOURCES = {
+    "vllm_v1": "vLLM 0.32: vllm/v1/core/sched/scheduler.py, vllm/v1/core/kv_cache_manager.py, block_pool.py",
+    "vllm_v0": "vLLM v0: vllm/core/scheduler.py, vllm/core/block_manager.py",
+    "sglang": "SGLang: sglang/srt/managers/scheduler.py, schedule_policy.py (PrefillAdder), schedule_batch.py",
+    "trtllm_no_evict": "TensorRT-LLM: CapacitySchedulerPolicy.GUARANTEED_NO_EVICT (batch_manager capacity scheduler)",
+    "trtllm_max_util": "TensorRT-LLM: CapacitySchedulerPolicy.MAX_UTILIZATION (batch_manager capacity scheduler)",
+}
 # The knobs that take one of a few words, and the words: the engine checks them, the lab lists them.
 KNOB_CHOICES: dict[str, tuple[str, ...]] = {
     "device": DEVICES, "dtype": DTYPES, "step_order": STEP_ORDERS, "scheduling_policy": SCHEDULING_POLICIES,

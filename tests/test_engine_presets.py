@@ -12,7 +12,8 @@ import random
 import pytest
 
 from engine import Engine, EngineConfig, SamplingParams
-from engine.config import ENGINE_PRESETS, LIVE_KNOBS, PRESET_RULES
+from engine.__main__ import build_parser
+from engine.config import ENGINE_PRESETS, LIVE_KNOBS, PRESET_RULES, PRESET_SOURCES
 
 
 def prompt(start: int, n: int) -> list[int]:
@@ -43,6 +44,14 @@ def test_a_preset_sets_its_rules_and_a_knob_beside_it_wins():
     assert EngineConfig.from_dict(saved) == EngineConfig.for_preset("sglang", victim_rule="policy")
     with pytest.raises(ValueError, match="engine_preset must be one of"):
         EngineConfig.for_preset("orca")
+
+
+def test_help_names_every_presets_rules_and_the_engine_source_they_come_from():
+    text = build_parser().format_help()
+    assert set(PRESET_SOURCES) == set(ENGINE_PRESETS)
+    for preset in ENGINE_PRESETS:
+        assert preset in text and PRESET_SOURCES[preset] in text
+        assert all(f"{knob}={value}" in text for knob, value in PRESET_RULES[preset].items())
 
 
 def test_a_preset_changed_on_a_running_engine_brings_its_rules(tiny_llama):
