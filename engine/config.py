@@ -12,6 +12,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from engine.hardware import Deployment
+
 DEFAULT_MODEL = str(Path(__file__).parent / "default_model")
 
 STEP_ORDERS = ("decode_first", "prefill_first")
@@ -150,6 +152,9 @@ class EngineConfig:
     engine_preset: str = "vllm_v1"
     enable_prefix_caching: bool = False
     kv_allocation: str = "paged"
+    # None: the clock is this machine's wall time. Else a deployment every step is priced on
+    # (engine/hardware.py), e.g. "llama-3.1-8b@h100-sxm"; "this@h100-sxm" prices the engine's own model.
+    deployment: str | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -176,6 +181,13 @@ class EngineConfig:
                self.preempt_on_admission)
         _check(isinstance(self.enable_prefix_caching, bool), "enable_prefix_caching", "True or False",
                self.enable_prefix_caching)
+        if self.deployment is not None:
+            _check(isinstance(self.deployment, str), "deployment", "a name like llama-3.1-8b@h100-sxm, or None",
+                   self.deployment)
+            try:
+                Deployment.parse(self.deployment, self.model)
+            except (ValueError, OSError, KeyError) as exc:  # OSError, KeyError: "this@" on an unreadable config
+                raise ValueError(f"deployment {self.deployment!r} cannot be priced: {exc}") from None
         if self.enable_prefix_caching and self.kv_allocation == "contiguous":
             raise ValueError("enable_prefix_caching needs kv_allocation='paged': a contiguous reservation "
                              "cannot share another request's blocks")
@@ -241,6 +253,9 @@ KNOB_HELP = {
     "engine_preset": "a named engine's rules set together: " + ", ".join(PRESET_RULES) + " (knobs given beside it "
                      "override it)",
     "enable_prefix_caching": "let requests share KV pages of equal prompt prefixes",
+    "deployment": "price every step as it would run on a deployment, model@[N x]gpu[+link] (e.g. "
+                  "llama-3.1-8b@h100-sxm, llama-3.1-70b@4xh100-sxm+pcie-gen4, this@l4 for the engine's own model): "
+                  "the clock becomes modeled ms; none: this machine's wall time",
     "kv_allocation": "'paged' (a page at a time, anywhere) or 'contiguous' (one run sized for the longest "
                      "possible output, reserved at admission)",
 }

@@ -13,11 +13,13 @@ import time
 
 from engine.block_manager import BlockManager
 from engine.config import LIVE_KNOBS, EngineConfig, SamplingParams
+from engine.hardware import Deployment, StepCost
 from engine.metrics import COUNTER_KEYS, aggregate_metrics, request_metrics
 from engine.model_runner import LoadedModel, ModelRunner, load_model
 from engine.records import (
     Budget,
     Event,
+    ModeledCost,
     RequestView,
     ScheduledChunk,
     StepRecord,
@@ -40,18 +42,27 @@ class Engine:
         self.runner = ModelRunner(self.loaded, self.config)
         self.requests: dict[str, Request] = {}
         self.step_index = 0
-        self.clock_ms = 0.0  # engine time: the sum of step wall times, the clock latencies are measured on
-        # Added, arrival step not reached: a heap by (arrival step, arrival index), so a step
+        # What each step is priced as; None: the clock is this machine's wall time.
+        self.deployment = Deployment.parse(self.config.deployment, self.config.model) \
+            if self.config.deployment else None
+        # Engine time, the clock latencies are measured on: the sum of the steps' modeled costs on
+        # the deployment (jumping ahead to the next arrival when idle), or of their wall times.
+        self.clock_ms = 0.0
+        # Added, arrival not reached: heaps by (arrival step or ms, arrival index), so a step
         # looks only at the requests that arrive in it.
         self._pending: list[tuple[int, int, Request]] = []
+        self._pending_ms: list[tuple[float, int, Request]] = []
         self._events: list[Event] = []  # said between steps, reported with the next one
         self.counters = dict.fromkeys(COUNTER_KEYS, 0)
+        self.modeled_steps: list[tuple[float, float, float]] = []  # (ms, mfu, mbu) of each priced step
 
     # ---- requests ---------------------------------------------------------------------------
 
     def add_request(self, prompt: str | list[int], params: SamplingParams | None = None, priority: int = 0,
-                    arrival_step: int | None = None, request_id: str | None = None) -> str:
-        """Queue a request; it joins the waiting queue at arrival_step (default: the next step)."""
+                    arrival_step: int | None = None, request_id: str | None = None,
+                    arrival_ms: float | None = None) -> str:
+        """Queue a request; it joins the waiting queue at arrival_step (default: the next step), or
+        at the first step that starts at or after arrival_ms on the modeled clock."""
         params = params or SamplingParams()
         if isinstance(prompt, str):
             if not prompt.strip():
@@ -68,6 +79,12 @@ class Engine:
             raise ValueError(f"priority must be an integer; got {priority!r}")
         if arrival_step is not None and (not isinstance(arrival_step, int) or arrival_step < 0):
             raise ValueError(f"arrival_step must be an integer >= 0; got {arrival_step!r}")
+        if arrival_ms is not None:
+            if self.deployment is None:
+                raise ValueError("arrival_ms needs a deployment: arrivals by time are placed on its modeled clock "
+                                 "(this machine's wall time would differ from run to run)")
+            if not isinstance(arrival_ms, int | float) or isinstance(arrival_ms, bool) or not arrival_ms >= 0:
+                raise ValueError(f"arrival_ms must be a number >= 0; got {arrival_ms!r}")
         request_id = request_id or f"r{len(self.requests)}"
         if request_id in self.requests:
             raise ValueError(f"request_id {request_id!r} is already in use")
@@ -78,6 +95,9 @@ class Engine:
         if why:
             self._finish(req, FinishReason.REJECTED)
             self._events.append(Event("rejected", request_id, why, {}))
+        elif arrival_ms is not None:
+            req.arrival_ms = max(float(arrival_ms), self.clock_ms)
+            heapq.heappush(self._pending_ms, (req.arrival_ms, req.arrival_index, req))
         else:
             heapq.heappush(self._pending, (req.arrival_step, req.arrival_index, req))
         return request_id
@@ -117,11 +137,18 @@ class Engine:
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.num_finished < len(self.requests)
 
+    def _idle(self) -> bool:
+        sched = self.scheduler
+        return not (sched.waiting or sched.running or sched.swapped) and \
+            not (self._pending and self._pending[0][0] <= self.step_index)
+
     # ---- the loop ---------------------------------------------------------------------------
 
     def step(self) -> StepRecord:
         t0 = time.perf_counter()
         events, self._events = self._events, []
+        if self._pending_ms and self._idle():  # nothing to do until the next arrival: the clock jumps there
+            self.clock_ms = max(self.clock_ms, self._pending_ms[0][0])
         self._admit_arrivals(events)
         out = self.scheduler.schedule()
         events += out.events
@@ -139,20 +166,51 @@ class Engine:
             if batch else {}
         t3 = time.perf_counter()
         timings = StepTimings((t1 - t0) * 1000, (t3 - t2) * 1000, (t2 - t1) * 1000)
-        self.clock_ms += timings.total_ms
+        cost = self._price(batch, out.swaps, events)
+        self.clock_ms += timings.total_ms if cost is None else cost.total_ms
         chunks = [self._advance(req, n, sampled.get(req.request_id), events) for req, n in batch]
         self.counters["num_preemptions"] += len(out.preempted)
         self.counters["num_swapped_blocks"] += sum(len(pairs) for _, pairs in out.swaps)
         if not batch:
             events.append(Event("idle", None, self._why_idle(), {}))
         record = self._record(chunks, events, timings)
+        if cost is not None:
+            self.modeled_steps.append((cost.total_ms, cost.mfu, cost.mbu))
+            record.modeled = ModeledCost(self.deployment.name, **cost.to_dict(), clock_ms=self.clock_ms)
         self.step_index += 1
         return record
 
+    def _price(self, batch: list[tuple[Request, int]], swaps: list, events: list[Event]) -> StepCost | None:
+        """The step on the deployment: each request's new tokens against its cached context, plus
+        the swap copies; the reasons of swaps and recomputes gain what they cost there."""
+        if self.deployment is None:
+            return None
+        dep, block_size = self.deployment, self.config.block_size
+        swapped = sum(len(pairs) for _, pairs in swaps) * block_size
+        cost = dep.step_cost([(n, req.num_computed_tokens) for req, n in batch], swapped)
+        for i, e in enumerate(events):
+            if e.kind in ("swapped_out", "swapped_in"):
+                tokens = len(e.data["blocks"]) * block_size
+                cost_text = (f"{tokens * dep.kv_bytes_per_token / 1e6:.1f} MB of KV at {dep.model}'s size, "
+                             f"{dep.swap_ms(tokens) * 1000:.0f} us over {dep.host_link} (modeled)")
+                events[i] = Event(e.kind, e.request_id, f"{e.reason}; {cost_text}", e.data)
+            elif e.kind == "recompute_started":
+                alone = dep.step_cost([(e.data["tokens"], 0)]).total_ms
+                events[i] = Event(e.kind, e.request_id, f"{e.reason}; about {alone:.1f} ms of prefill on "
+                                  f"{dep.name} if it ran alone (modeled)", e.data)
+        return cost
+
     def _admit_arrivals(self, events: list[Event]) -> None:
+        arrived = []
         while self._pending and self._pending[0][0] <= self.step_index:
             req = heapq.heappop(self._pending)[2]
             req.arrival_ms = self.clock_ms
+            arrived.append(req)
+        while self._pending_ms and self._pending_ms[0][0] <= self.clock_ms:
+            req = heapq.heappop(self._pending_ms)[2]
+            req.arrival_step = self.step_index  # its latencies in steps count from the step it joined
+            arrived.append(req)
+        for req in sorted(arrived, key=lambda r: (r.arrival_ms, r.arrival_index)):  # first come, first queued
             self.scheduler.add(req)
             events.append(Event("arrived", req.request_id, f"joins the waiting queue with {req.num_prompt_tokens} "
                                 f"prompt tokens, wants up to {req.sampling.max_tokens} more", {}))
@@ -209,6 +267,8 @@ class Engine:
     def _why_idle(self) -> str:
         if self._pending:
             return f"nothing to run: the next request arrives at step {self._pending[0][0]}"
+        if self._pending_ms:
+            return f"nothing to run: the next request arrives at {self._pending_ms[0][0]:.1f} ms"
         if self.scheduler.waiting or self.scheduler.swapped:
             return "nothing could be scheduled: every waiting request is blocked (see the blocked events)"
         return "nothing to run: no requests"
@@ -249,7 +309,8 @@ class Engine:
             max_tokens=req.sampling.max_tokens, num_preemptions=req.num_preemptions,
             num_blocks=len(self.blocks.block_table(req.request_id)) or
             len(self.blocks.cpu_req_blocks.get(req.request_id, [])),
-            finish_reason=req.finish_reason.value if req.finish_reason else None, output_text=req.output_text)
+            finish_reason=req.finish_reason.value if req.finish_reason else None, output_text=req.output_text,
+            arrival_ms=req.arrival_ms if self.deployment is not None else None)
 
     def metrics(self) -> dict:
         """Per-request latencies and the run's aggregate: the numbers the lab, the CLI and the tests report."""
@@ -258,7 +319,8 @@ class Engine:
                   "num_requests_waiting": len(sched.waiting), "num_requests_swapped": len(sched.swapped),
                   "kv_cache_usage_perc": self.blocks.usage()}
         per_request = [request_metrics(r) for r in self.requests.values()]
-        aggregate = aggregate_metrics(per_request, self.step_index, self.clock_ms, gauges, dict(self.counters))
+        aggregate = aggregate_metrics(per_request, self.step_index, self.clock_ms, gauges, dict(self.counters),
+                                      self.modeled_steps if self.deployment else None)
         return {"aggregate": aggregate, "requests": per_request}
 
     def run(self, max_steps: int = 100_000) -> list[StepRecord]:

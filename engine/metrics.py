@@ -66,8 +66,9 @@ def metric_values(per_request: list[dict], key: str) -> list[float]:
 
 
 def aggregate_metrics(per_request: list[dict], num_steps: int, engine_time_ms: float, gauges: dict,
-                      counters: dict) -> dict:
+                      counters: dict, modeled_steps: list[tuple[float, float, float]] | None = None) -> dict:
     """The run-level view of per-request metrics, the gauges after the last step and the counters.
+    modeled_steps: (ms, MFU, MBU) of each step priced on a deployment; None on the wall clock.
 
     One definition serves the live engine and a run rebuilt from saved records."""
     served = [m for m in per_request if m["finish_reason"] != "rejected"]
@@ -83,6 +84,10 @@ def aggregate_metrics(per_request: list[dict], num_steps: int, engine_time_ms: f
         if counters["prefix_cache_queries"] else 0.0,
         **counters,
     }
+    busy = sum(ms for ms, _, _ in modeled_steps or ())
+    # Over the run, time-weighted: the FLOPs (bytes) of every step over what the GPU could have done.
+    aggregate["mfu"] = sum(ms * mfu for ms, mfu, _ in modeled_steps) / busy if busy else None
+    aggregate["mbu"] = sum(ms * mbu for ms, _, mbu in modeled_steps) / busy if busy else None
     for key in LATENCY_KEYS:
         aggregate[key] = summarize(metric_values(per_request, key))
     return aggregate
@@ -137,6 +142,8 @@ METRICS: dict[str, Metric] = {m.id: m for m in [
     # A fuller pool is neither good nor bad by itself: it is the price of admitting more.
     Metric("peak_kv_cache_usage_perc", None, "peak KV usage", "fraction", None),
     Metric("num_requests_rejected", None, "rejected", "requests", "lower"),
+    Metric("mfu", None, "MFU (modeled)", "fraction", "higher"),
+    Metric("mbu", None, "MBU (modeled)", "fraction", "higher"),
 ]}
 
 

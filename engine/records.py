@@ -94,6 +94,7 @@ class RequestView:
     num_blocks: int
     finish_reason: str | None
     output_text: str
+    arrival_ms: float | None = None  # an arrival by time, on the modeled clock (None: it arrived by step)
 
 
 @dataclass
@@ -114,6 +115,23 @@ class StepStats:
     prefix_cache_hits: int
     preempted_prefix_cache_queries: int = 0
     preempted_prefix_cache_hits: int = 0
+
+
+@dataclass
+class ModeledCost:
+    """The step priced on a deployment (engine/hardware.py): modeled, not measured, and the same on
+    every run, so records compare with it. Absent when the lab's clock is this machine's wall time."""
+
+    deployment: str  # e.g. "llama-3.1-8b@h100-sxm"
+    total_ms: float
+    parts: dict[str, float]  # linear, attention, elementwise, communication, overhead, swap
+    bound: str  # "memory" or "compute"
+    flops: float
+    bytes: float
+    mfu: float
+    mbu: float
+    swap_ms: float
+    clock_ms: float  # the modeled clock at the step's end
 
 
 @dataclass
@@ -143,6 +161,7 @@ class StepRecord:
     events: list[Event]
     stats: StepStats
     timings: StepTimings = field(default_factory=StepTimings)
+    modeled: ModeledCost | None = None
 
     def phase_of(self, request_id: str) -> str | None:
         """The request's phase in this step (PHASES), or None if the step does not show it.

@@ -28,6 +28,7 @@ FORMATS = ("jsonl", "csv")
 MAX_REQUESTS = 500
 # Later arrivals would only add idle steps.
 MAX_ARRIVAL_STEP = 100_000
+MAX_ARRIVAL_MS = 86_400_000  # a day
 
 
 class WorkloadError(ValueError):
@@ -56,12 +57,14 @@ _RULES: dict[str, tuple[Callable[[object], bool], str]] = {
                      f"must be an integer in [0, {MAX_ARRIVAL_STEP}]"),
     "temperature": (lambda v: _is_number(v) and 0 <= v <= 5, "must be a number in [0, 5] (0 means greedy)"),
     "ignore_eos": (lambda v: isinstance(v, bool), "must be true or false"),
+    "arrival_ms": (lambda v: v is None or (_is_number(v) and 0 <= v <= MAX_ARRIVAL_MS),
+                   f"must be empty or a number of ms in [0, {MAX_ARRIVAL_MS}] (arrival on a deployment's clock)"),
 }
 
 
 @dataclass
 class WorkloadItem:
-    """One request to submit: its prompt, sampling and when it arrives (an engine step)."""
+    """One request to submit: its prompt, sampling and when it arrives (an engine step, or a time)."""
 
     prompt: str
     max_tokens: int = 32
@@ -69,6 +72,7 @@ class WorkloadItem:
     arrival_step: int = 0
     temperature: float = 0.0
     ignore_eos: bool = False
+    arrival_ms: float | None = None  # arrival by time on the modeled clock (needs a deployment), not by step
 
     def __post_init__(self) -> None:
         for name, (ok, must) in _RULES.items():
@@ -77,6 +81,8 @@ class WorkloadItem:
                 shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
                 raise WorkloadError(f"{must}, got {shown}", field=name)
         self.temperature = float(self.temperature)  # so 1 and 1.0 read back alike
+        if self.arrival_ms is not None:
+            self.arrival_ms = float(self.arrival_ms)
 
 
 FIELDS = tuple(f.name for f in fields(WorkloadItem))
@@ -158,7 +164,7 @@ def _from_cell(name: str, cell: str) -> object:
     text = cell.strip()
     if name == "ignore_eos":
         return {"true": True, "false": False, "1": True, "0": False}.get(text.lower(), cell)
-    if name == "temperature":
+    if name in ("temperature", "arrival_ms"):
         try:
             return float(text)
         except ValueError:
@@ -504,7 +510,7 @@ def submit(engine, items: list[WorkloadItem]) -> list[str]:
                                 ignore_eos=item.ignore_eos)
         try:
             ids.append(engine.add_request(item.prompt, params, priority=item.priority,
-                                          arrival_step=item.arrival_step))
+                                          arrival_step=item.arrival_step, arrival_ms=item.arrival_ms))
         except ValueError as exc:
             raise WorkloadError(f"request {number} could not be added: {exc}") from exc
     return ids

@@ -14,11 +14,14 @@ from engine.request import FinishReason, id_order
 
 
 def step_clock(records: list[StepRecord]) -> list[tuple[float, float]]:
-    """Each step's (start, end) on the engine clock in ms: the running sum of step wall times.
-
-    Summed in the engine's own order, so the values equal the engine's clock_ms exactly."""
+    """Each step's (start, end) on the engine clock in ms: the modeled clock where the steps were
+    priced on a deployment, else the running sum of step wall times, summed in the engine's own
+    order so the values equal its clock_ms exactly."""
     spans, clock = [], 0.0
     for rec in records:
+        if rec.modeled is not None:
+            spans.append((rec.modeled.clock_ms - rec.modeled.total_ms, rec.modeled.clock_ms))
+            continue
         start = clock
         clock += rec.timings.total_ms
         spans.append((start, clock))
@@ -67,7 +70,8 @@ def _timelines(records: list[StepRecord]) -> list[_Timeline]:
             t.finish_reason = FinishReason(view.finish_reason) if view.finish_reason else None
         for e in rec.events:
             if e.kind == "arrived":
-                seen[e.request_id].arrival_ms = start
+                arrived_at = rec.requests[e.request_id].arrival_ms  # an arrival by time, before the step
+                seen[e.request_id].arrival_ms = start if arrived_at is None else arrived_at
             elif e.kind in ("finished", "rejected"):
                 seen[e.request_id].finish_step = rec.step
                 seen[e.request_id].finish_ms = end if e.kind == "finished" else start
@@ -90,7 +94,8 @@ def run_metrics(records: list[StepRecord]) -> dict:
 
     counters = {k: final(k) for k in COUNTER_KEYS}
     gauges = {k: final(k) for k in GAUGE_KEYS}
-    aggregate = aggregate_metrics(per_request, len(records), clock_ms, gauges, counters)
+    modeled = [(r.modeled.total_ms, r.modeled.mfu, r.modeled.mbu) for r in records if r.modeled is not None]
+    aggregate = aggregate_metrics(per_request, len(records), clock_ms, gauges, counters, modeled or None)
     aggregate["throughput_tokens_per_step"] = aggregate["generation_tokens"] / len(records) if records else 0.0
     aggregate["peak_kv_cache_usage_perc"] = max((r.stats.kv_cache_usage_perc for r in records), default=0.0)
     return {"aggregate": aggregate, "requests": per_request}
