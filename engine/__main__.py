@@ -155,6 +155,10 @@ def report(eng: Engine, peak_usage: float) -> str:
         shown = f"{_fmt(100 * value)} %" if metric.unit == "fraction" else \
             (_fmt(value) if isinstance(value, float) else str(value))
         lines.append(f"{metric.heading:<24} {shown:>10}")
+    if eng.deployment is not None:
+        lines += [f"{METRICS[k].heading:<24} {_fmt(100 * agg[k]) + ' %':>10}" for k in ("mfu", "mbu")]
+    clock = f"modeled on {eng.deployment.name}" if eng.deployment else "this machine's wall time"
+    lines.append(f"\nms are {clock}")
     unfinished = sum(not r.is_finished for r in eng.requests.values())
     if unfinished:
         lines.append(f"\nstopped at --max-steps with {unfinished} request(s) unfinished")

@@ -48,6 +48,7 @@ class Engine:
         # Engine time, the clock latencies are measured on: the sum of the steps' modeled costs on
         # the deployment (jumping ahead to the next arrival when idle), or of their wall times.
         self.clock_ms = 0.0
+        self._step_start_ms = 0.0
         # Added, arrival not reached: heaps by (arrival step or ms, arrival index), so a step
         # looks only at the requests that arrive in it.
         self._pending: list[tuple[int, int, Request]] = []
@@ -150,6 +151,7 @@ class Engine:
         if self._pending_ms and self._idle():  # nothing to do until the next arrival: the clock jumps there
             self.clock_ms = max(self.clock_ms, self._pending_ms[0][0])
         self._admit_arrivals(events)
+        self._step_start_ms = self.clock_ms
         out = self.scheduler.schedule()
         events += out.events
         for e in out.events:
@@ -220,7 +222,7 @@ class Engine:
         kind = req.chunk_kind(n)
         chunk = ScheduledChunk(req.request_id, kind, req.num_computed_tokens, n)
         if req.first_scheduled_step is None:
-            req.first_scheduled_step = self.step_index
+            req.first_scheduled_step, req.first_scheduled_ms = self.step_index, self._step_start_ms
         self.counters["num_recomputed_tokens"] += max(0, min(req.num_computed_tokens + n, req.peak_computed_tokens)
                                                       - req.num_computed_tokens)
         if kind == "prefill_chunk" and req.num_computed_tokens + n < req.num_tokens:

@@ -115,6 +115,23 @@ ALL_REDUCE_LATENCY_MS = 0.008  # one tensor-parallel all-reduce's fixed cost
 STEP_OVERHEAD_MS = 0.4  # per step, off the GPU: scheduling, launches, sampling (fitted with the decode points)
 
 
+def split_name(text: str) -> tuple[str, dict]:
+    """A deployment's name as its model and the rest (gpu, tensor_parallel, link)."""
+    match = re.fullmatch(r"([\w.\-]+)@(?:(\d+)x)?([\w\-]+?)(?:\+([\w\-]+))?", text.strip())
+    if not match:
+        raise ValueError(f"a deployment reads model@gpu, e.g. llama-3.1-8b@h100-sxm or "
+                         f"llama-3.1-70b@4xh100-sxm+pcie-gen4; got {text!r}")
+    model, tp, gpu, link = match.groups()
+    return model, dict(gpu=gpu, tensor_parallel=int(tp or 1), link=link)
+
+
+# What the lab offers to price steps as (any other name can be typed): one model on several GPUs
+# and links, a tensor-parallel 70B, and the engine's own model on a small GPU.
+SUGGESTED = ("llama-3.1-8b@h100-sxm", "llama-3.1-8b@a100-80gb", "llama-3.1-8b@l4", "llama-3.1-8b@h100-sxm+pcie-gen3",
+             "llama-3.1-8b@h100-sxm+nvlink-c2c", "llama-3.1-70b@4xh100-sxm", "qwen2.5-7b@h200",
+             "mistral-7b@mi300x", "llama-3.1-8b@b200", "this@l4")
+
+
 @dataclass
 class StepCost:
     """One step's modeled cost: its parts in ms, and how hard it drove the GPU."""
@@ -162,12 +179,7 @@ class Deployment:
     def parse(cls, text: str, model_folder: str | None = None) -> Deployment:
         """"llama-3.1-8b@h100-sxm", "llama-3.1-70b@4xh100-sxm+nvlink-c2c": model@[tp x]gpu[+link].
         The model "this" is the engine's own (the config.json in model_folder)."""
-        match = re.fullmatch(r"([\w.\-]+)@(?:(\d+)x)?([\w\-]+?)(?:\+([\w\-]+))?", text.strip())
-        if not match:
-            raise ValueError(f"a deployment reads model@gpu, e.g. llama-3.1-8b@h100-sxm or "
-                             f"llama-3.1-70b@4xh100-sxm+pcie-gen4; got {text!r}")
-        model, tp, gpu, link = match.groups()
-        where = dict(gpu=gpu, tensor_parallel=int(tp or 1), link=link)
+        model, where = split_name(text)
         if model == "this" and model_folder is not None:
             return cls.from_hf_config(model_folder, **where)
         return cls(model=model, **where)

@@ -22,6 +22,7 @@ def request_metrics(req: Request) -> dict:
                  "finish_reason": req.finish_reason.value if req.finish_reason else None}
     started = req.first_scheduled_step is not None
     out["queue_time_steps"] = req.first_scheduled_step - req.arrival_step if started else None
+    out["queue_time_ms"] = req.first_scheduled_ms - req.arrival_ms if started else None
     if req.token_steps:
         out["ttft_steps"] = req.token_steps[0] - req.arrival_step + 1
         out["ttft_ms"] = req.token_ms[0] - req.arrival_ms
@@ -40,7 +41,8 @@ COUNTER_KEYS = ("num_preemptions", "num_recomputed_tokens", "num_swapped_blocks"
 # The engine's queue and pool gauges after a step (StepStats carries them too).
 GAUGE_KEYS = ("num_requests_finished", "num_requests_running", "num_requests_waiting", "num_requests_swapped",
               "kv_cache_usage_perc")
-LATENCY_KEYS = ("ttft_steps", "ttft_ms", "itl_steps", "itl_ms", "e2e_steps", "e2e_ms", "queue_time_steps")
+LATENCY_KEYS = ("ttft_steps", "ttft_ms", "itl_steps", "itl_ms", "e2e_steps", "e2e_ms", "queue_time_steps",
+                "queue_time_ms")
 
 
 SUMMARY_STATS = ("mean", "p50", "p95", "max")  # how a latency's distribution is summarised
@@ -113,8 +115,9 @@ class Metric:
 
     @property
     def heading(self) -> str:
-        """A table column's title: the label, with the unit unless the label says it already."""
-        return self.label if self.unit in self.label else f"{self.label} ({self.unit})"
+        """A table column's title: the label, with the unit unless the label says it already (or it is a
+        fraction, shown as a percentage)."""
+        return self.label if self.unit in self.label or self.unit == "fraction" else f"{self.label} ({self.unit})"
 
     def value(self, aggregate: dict) -> float | None:
         value = aggregate.get(self.key)
@@ -130,7 +133,7 @@ METRICS: dict[str, Metric] = {m.id: m for m in [
     *_latency("ttft_steps", "TTFT", "steps"), *_latency("ttft_ms", "TTFT", "ms"),
     *_latency("itl_steps", "ITL", "steps"), *_latency("itl_ms", "ITL", "ms"),
     *_latency("e2e_steps", "e2e latency", "steps"), *_latency("e2e_ms", "e2e latency", "ms"),
-    *_latency("queue_time_steps", "queue time", "steps"),
+    *_latency("queue_time_steps", "queue time", "steps"), *_latency("queue_time_ms", "queue time", "ms"),
     Metric("num_steps", None, "steps to finish", "steps", "lower"),
     Metric("generation_tokens", None, "generated tokens", "tokens", None),
     Metric("throughput_tokens_per_step", None, "throughput", "tokens/step", "higher"),

@@ -63,6 +63,7 @@ class Request:
     # Timeline, in steps and engine milliseconds, for the latency metrics.
     arrival_ms: float | None = None
     first_scheduled_step: int | None = None
+    first_scheduled_ms: float | None = None  # the clock as that step began
     token_steps: list[int] = field(default_factory=list)
     token_ms: list[float] = field(default_factory=list)
     finish_step: int | None = None

@@ -63,18 +63,22 @@ class ABRun:
 # The rows of the A/B table, from the one metric catalogue.
 ROWS = tuple(METRICS[m] for m in (
     "ttft_steps.p50", "ttft_steps.p95", "itl_steps.p50", "itl_steps.p95", "e2e_steps.p50", "e2e_steps.p95",
-    "num_steps", "throughput_tokens_per_step", "throughput_tokens_per_s", "num_preemptions", "num_recomputed_tokens",
-    "num_swapped_blocks", "prefix_cache_hit_rate", "peak_kv_cache_usage_perc"))
+    "num_steps", "throughput_tokens_per_step", "ttft_ms.p95", "itl_ms.p95", "throughput_tokens_per_s", "mfu",
+    "num_preemptions", "num_recomputed_tokens", "num_swapped_blocks", "prefix_cache_hit_rate",
+    "peak_kv_cache_usage_perc"))
 
 
 def diff_table(metrics_a: dict, metrics_b: dict) -> list[dict]:
     """One row per metric: A's and B's value, B minus A, the change in percent and which is better.
 
-    Latencies are in steps, which do not change from rerun to rerun; only tokens/s is wall time.
-    A value is None where it does not exist yet (no request has produced a token)."""
+    Latencies in steps do not change from rerun to rerun; ms and tokens/s are wall time unless the
+    runs are priced on a deployment. A value is None where it does not exist yet on that side; a
+    metric neither side has yet is left out."""
     rows = []
     for row in ROWS:
         a, b = (row.value(m["aggregate"]) for m in (metrics_a, metrics_b))
+        if a is None and b is None:  # not measured on either side yet (or, for MFU, not priced)
+            continue
         delta = None if a is None or b is None else b - a
         better = None
         if delta is not None and row.better:

@@ -40,6 +40,7 @@ class _Timeline:
     finish_reason: FinishReason | None = None
     arrival_ms: float | None = None
     first_scheduled_step: int | None = None
+    first_scheduled_ms: float | None = None
     finish_step: int | None = None
     finish_ms: float | None = None
 
@@ -48,10 +49,11 @@ class _Timeline:
         self.token_steps: list[int] = []
         self.token_ms: list[float] = []
 
-    def ran(self, step: int, end_ms: float, token: int | None) -> None:
-        """The request was in step's batch, which ended at end_ms and maybe sampled its next token."""
+    def ran(self, step: int, start_ms: float, end_ms: float, token: int | None) -> None:
+        """The request was in step's batch, which ran from start_ms to end_ms and maybe sampled its
+        next token."""
         if self.first_scheduled_step is None:
-            self.first_scheduled_step = step
+            self.first_scheduled_step, self.first_scheduled_ms = step, start_ms
         if token is not None:
             self.output_token_ids.append(token)
             self.token_steps.append(step)
@@ -76,7 +78,7 @@ def _timelines(records: list[StepRecord]) -> list[_Timeline]:
                 seen[e.request_id].finish_step = rec.step
                 seen[e.request_id].finish_ms = end if e.kind == "finished" else start
         for chunk in rec.batch:
-            seen[chunk.request_id].ran(rec.step, end, chunk.new_token_id)
+            seen[chunk.request_id].ran(rec.step, start, end, chunk.new_token_id)
     return sorted(seen.values(), key=lambda t: id_order(t.request_id))
 
 

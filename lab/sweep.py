@@ -39,6 +39,7 @@ SUGGESTED = {
     "block_size": "4, 8, 16, 32",
     "num_cpu_blocks": "0, 16, 64",
     "enable_prefix_caching": "false, true",
+    "deployment": "llama-3.1-8b@h100-sxm, llama-3.1-8b@a100-80gb, llama-3.1-8b@l4",
     "kv_allocation": "paged, contiguous",
 }
 MAX_VALUES = 8

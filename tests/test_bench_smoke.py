@@ -93,3 +93,14 @@ def test_step_latency_quick(tmp_path):
         assert lesson["step_ms"]["p50"] <= lesson["page_ms"]["p50"] <= lesson["all_figures_ms"]["p50"]
         assert [b["replayed_steps"] for b in lesson["branch"]] == [2]
         assert lesson["scrub_ms"]["n"] == 2
+
+
+def test_pricing_quick(tmp_path):
+    from bench import pricing
+
+    pricing.main(["--quick", "--out", str(tmp_path)])
+    data = _read(tmp_path, "pricing")
+    (run,) = data["runs"]
+    assert run["priced_over_plain"] == pytest.approx(run["step_ms_p50_priced"] / run["step_ms_p50_plain"])
+    assert 0 < run["pricing_share_of_step"] < 1
+    assert set(data["step_cost_us"]) == {"1", "16", "64"} and all(v > 0 for v in data["step_cost_us"].values())

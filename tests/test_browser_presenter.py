@@ -97,6 +97,8 @@ def test_ab_page_side_by_side(context, server):
     page.get_by_role("option", name="swap").click()
     button(page, "Start A/B at step 0").click()
     page.get_by_text("num_gpu_blocks = 12").wait_for()
+    # A rerun can leave the previous draw's step bar on the page for a moment: wait for one.
+    page.wait_for_function("() => document.querySelectorAll('.st-key-ab_n input').length === 1")
     page.locator(".st-key-ab_n input").fill("12")
     button(page, "Run").click()
     page.get_by_text(re.compile(r"^step 11$")).first.wait_for()

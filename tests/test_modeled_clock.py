@@ -122,3 +122,23 @@ def test_batching_is_nearly_free_on_the_modeled_clock(lab_model):
     assert decode and single and max(decode) < 1.1 * min(single)
     assert list(itertools.accumulate(r.modeled.total_ms for r in together))[-1] < 1.3 * sum(
         r.modeled.total_ms for r in alone)
+
+
+def test_queue_time_and_the_timeline_in_modeled_ms(lab_model):
+    from lab.charts import roofline, timeline
+
+    engine, records = _run(lab_model, PRESETS["burst"](), max_num_seqs=2)
+    live = {m["request_id"]: m for m in engine.metrics()["requests"]}
+    replayed = {m["request_id"]: m for m in run_metrics(records)["requests"]}
+    assert any(m["queue_time_ms"] > 0 for m in live.values())  # two seats: the burst queues
+    for rid, m in live.items():
+        assert replayed[rid]["queue_time_ms"] == pytest.approx(m["queue_time_ms"])
+    end = records[-1].modeled.clock_ms
+    fig = timeline.metrics_figure(records, len(records), ms_until=end)
+    mids = [r.modeled.clock_ms - r.modeled.total_ms / 2 for r in records]
+    assert list(fig.data[0].x) == pytest.approx(mids) and list(fig.layout.xaxis.range) == [0, end]
+    heat = timeline.requests_figure(records, len(records), ms_until=end).data[0]
+    assert list(heat.x) == pytest.approx(mids)
+    roof = roofline.figure(records)
+    parts = {t.name: t.x[0] for t in roof.data if t.type == "bar"}
+    assert sum(parts.values()) == pytest.approx(records[-1].modeled.total_ms)

@@ -21,10 +21,19 @@ def _x_range(num_steps: int) -> list[float]:
     return [-0.5, max(num_steps, 1) - 0.5]
 
 
-def requests_figure(records: list[StepRecord], num_steps: int) -> go.Figure:
-    """Gantt-like: cell (request, step) coloured by what the request did in that step."""
+def _x(records: list[StepRecord], ms_until: float | None) -> tuple[list[float], list[float], str]:
+    """Each step's place on the x axis, the axis range and its title: the step number, or, with
+    ms_until (the whole history's end on the modeled clock), the middle of the step in modeled ms."""
+    if ms_until is None:
+        return [r.step for r in records], _x_range(len(records)), "step"
+    return [r.modeled.clock_ms - r.modeled.total_ms / 2 for r in records], [0, max(ms_until, 1e-3)], "modeled ms"
+
+
+def requests_figure(records: list[StepRecord], num_steps: int, ms_until: float | None = None) -> go.Figure:
+    """Gantt-like: cell (request, step) coloured by what the request did in that step; with
+    ms_until, each step is as wide as its modeled cost (see _x)."""
     ids = list(latest_views(records))
-    steps = [r.step for r in records]
+    steps, x_range, x_title = _x(records, ms_until)
     z = [[None] * len(records) for _ in ids]
     hover = [[""] * len(records) for _ in ids]
     pre_x, pre_y, pre_text = [], [], []  # preemption marks
@@ -40,7 +49,7 @@ def requests_figure(records: list[StepRecord], num_steps: int) -> go.Figure:
             detail = f" ({chunk.num_tokens} tokens)" if chunk else ""
             hover[row][col] = f"<b>{rid}</b> · step {record.step}<br>{state}{detail}"
             if "preempted" in moved.get(rid, []):
-                pre_x.append(record.step)
+                pre_x.append(steps[col])
                 pre_y.append(row)
                 pre_text.append(f"{rid} preempted at step {record.step}")
     fig = Subplots()
@@ -51,15 +60,16 @@ def requests_figure(records: list[StepRecord], num_steps: int) -> go.Figure:
     fig.add([legend_key(state, color) for state, color in STATE_COLORS.items()])
     fig.add([go.Scatter(x=pre_x, y=pre_y, mode="markers", name="preemption", hovertext=pre_text, hoverinfo="text",
                         marker=dict(symbol="x-thin-open", size=12, line=dict(width=3, color="#111111")))])
-    fig.axes(x=dict(range=_x_range(num_steps), title=dict(text="step"), showgrid=False),
+    fig.axes(x=dict(range=x_range if ms_until is not None else _x_range(num_steps), title=dict(text=x_title),
+                    showgrid=False),
              y=dict(range=[len(ids) - 0.5, -0.5], tickvals=list(range(len(ids))), ticktext=[
                  f"<span style='color:{request_color(rid)}'>■</span> {rid}" for rid in ids], showgrid=False,
                  fixedrange=True))
     return fig.figure("timeline", height=130 + 22 * max(len(ids), 3))
 
 
-def metrics_figure(records: list[StepRecord], num_steps: int) -> go.Figure:
-    steps = [r.step for r in records]
+def metrics_figure(records: list[StepRecord], num_steps: int, ms_until: float | None = None) -> go.Figure:
+    steps, x_range, x_title = _x(records, ms_until)
     fig = Subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
                    titles=("KV cache and token budget, % used", "Requests per queue"))
     series = [
@@ -74,7 +84,8 @@ def metrics_figure(records: list[StepRecord], num_steps: int) -> go.Figure:
     for row, name, ys, color, dash in series:
         fig.add([go.Scatter(x=steps, y=ys, name=name, mode="lines",
                             line=dict(color=color, dash=dash, width=2, shape="hv"))], row=row)
-    fig.axes(x=dict(range=_x_range(num_steps), showgrid=False))
+    fig.axes(x=dict(range=x_range if ms_until is not None else _x_range(num_steps), showgrid=False))
+    fig.axes(x=dict(title=dict(text=x_title)), row=2)
     fig.axes(y=dict(range=[0, 105]), row=1)
     fig.axes(y=dict(rangemode="tozero"), row=2)
     fig.titles_at_left()

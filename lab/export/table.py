@@ -8,8 +8,8 @@ import io
 import numpy as np
 
 CSV_COLUMNS = ("request_id", "finish_reason", "num_prompt_tokens", "num_generation_tokens", "num_preemptions",
-               "queue_time_steps", "ttft_steps", "ttft_ms", "itl_steps_mean", "itl_steps_max", "itl_ms_mean",
-               "itl_ms_max", "e2e_steps", "e2e_ms")
+               "queue_time_steps", "queue_time_ms", "ttft_steps", "ttft_ms", "itl_steps_mean", "itl_steps_max",
+               "itl_ms_mean", "itl_ms_max", "e2e_steps", "e2e_ms")
 
 
 def metrics_csv(metrics: dict) -> str:

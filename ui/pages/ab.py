@@ -24,7 +24,7 @@ from ui.widgets.knobs import KNOBS, knob_widget
 
 # The knobs worth flipping in a comparison: the KV pool, the batch limits and the scheduling rules.
 AB_KNOBS = ("num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens", "enable_chunked_prefill", "step_order",
-            "preemption_mode", "kv_allocation", "enable_prefix_caching")
+            "preemption_mode", "kv_allocation", "enable_prefix_caching", "engine_preset", "deployment")
 
 
 def _key(side: str, knob: str) -> str:

@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from engine.records import StepRecord
-from lab.charts import blocks, budget, queues, replay, timeline
+from lab.charts import blocks, budget, queues, replay, roofline, timeline
 from lab.charts.history import latest_views
 from lab.run import History
 from ui import link
@@ -60,7 +60,8 @@ def header(run: History, record: StepRecord) -> None:
         f":violet-badge[KV {b.gpu_blocks_used} / {b.num_gpu_blocks} pages] "
         f":green-badge[{s.num_requests_running} running] :gray-badge[{s.num_requests_waiting} waiting] "
         f":red-badge[{s.num_requests_swapped} swapped] :gray-badge[{s.num_requests_finished} finished] "
-        f":red-badge[{s.num_preemptions} preemptions so far]")
+        f":red-badge[{s.num_preemptions} preemptions so far]"
+        + (f" :green-badge[:material/timer: {record.modeled.clock_ms:,.1f} ms modeled]" if record.modeled else ""))
     if not run.at_latest:
         st.caption(f":material/history: Looking back at step {record.step} of {len(run.records) - 1}. **Step** "
                    "re-runs the engine from here and drops the later steps; the slider takes you back to them.")
@@ -129,17 +130,29 @@ def intro(run: History) -> None:
                  hide_index=True, key="intro_workload")
 
 
+def _ms_axis(run: History) -> float | None:
+    """For a run priced on a deployment, the choice of x axis: None for steps, or the whole history's
+    end in modeled ms (the axis keeps its length while you scrub)."""
+    last = run.records[-1].modeled
+    if last is None:
+        return None
+    axis = st.segmented_control("x axis", ["steps", "modeled ms"], default="steps", key="timeline_axis",
+                                help="Steps, or the time each step would take on the deployment.")
+    return last.clock_ms if axis == "modeled ms" else None
+
+
 def history_tabs(run: History, records: list[StepRecord]) -> None:
     """Views over the whole history so far; only the open tab is computed."""
     names = ["Timeline", "Metrics", "Generated text", "Event log", "Replay"]
+    ms_until = _ms_axis(run)  # above the tabs: the timeline and the metrics share it
     tabs = st.tabs(names, key="history_tab", on_change="rerun")
     num_steps = len(run.records)
     with tabs[0]:
         if tabs[0].open:
-            chart(timeline.requests_figure(records, num_steps), "timeline")
+            chart(timeline.requests_figure(records, num_steps, ms_until), "timeline")
     with tabs[1]:
         if tabs[1].open:
-            chart(timeline.metrics_figure(records, num_steps), "metrics")
+            chart(timeline.metrics_figure(records, num_steps, ms_until), "metrics")
             chart(timeline.latency_figure(records), "latency")
     with tabs[2]:
         if tabs[2].open:
@@ -201,6 +214,11 @@ def views(run: History) -> None:
         st.markdown("##### This step's forward pass")
         chart(budget.figure(record), "budget")
         st.caption(budget.KEY)
+    if record.modeled is not None:
+        st.markdown(f"##### This step on {record.modeled.deployment} (modeled, not measured)")
+        chart(roofline.figure(records), "roofline")
+        st.caption("Priced by engine/hardware.py: a roofline per part, fitted to published vLLM step times. Left "
+                   "of the ridge a step is bound by reading memory, so more tokens in it cost almost nothing.")
     st.markdown("##### KV block map")
     chart(blocks.figure(record, records[-2] if len(records) > 1 else None), "blocks")
     why(run, record)

@@ -19,6 +19,7 @@ import streamlit as st
 
 from engine import EngineConfig
 from engine.config import KNOB_CHOICES, KNOB_HELP, LIVE_KNOBS
+from engine.hardware import SUGGESTED
 from ui.session import exclusive, session
 
 
@@ -27,7 +28,7 @@ class Knob:
     """How one EngineConfig field is shown: an int/float range, a toggle, a choice or free text."""
 
     name: str
-    kind: str  # 'int', 'float', 'bool', 'choice' or 'text'
+    kind: str  # 'int', 'float', 'bool', 'choice', 'deployment' or 'text'
     low: float = 0
     high: float = 0
     step: float = 1
@@ -39,10 +40,13 @@ RANGES = {"seed": (0, 2**31 - 1, 1), "max_model_len": (0, 1_000_000, 64), "block
           "num_gpu_blocks": (1, 2048, 4), "num_cpu_blocks": (0, 2048, 4), "max_num_batched_tokens": (1, 8192, 16),
           "max_num_seqs": (1, 256, 1), "long_prefill_token_threshold": (0, 8192, 8), "watermark": (0.0, 0.9, 0.01)}
 MODEL_KNOBS = ("model", "device", "dtype", "seed", "max_model_len")  # what runs, rather than how it is scheduled
+PRICING_KNOBS = ("deployment",)  # what a step is priced as
 
 
 def _knob(field: dataclasses.Field) -> Knob:
     name, tp = field.name, typing.get_type_hints(EngineConfig)[field.name]
+    if name == "deployment":
+        return Knob(name, "deployment", choices=SUGGESTED)
     if name in KNOB_CHOICES:
         return Knob(name, "choice", choices=KNOB_CHOICES[name])
     if tp is bool:
@@ -61,9 +65,12 @@ GROUPS: dict[str, tuple[str, tuple[Knob, ...]]] = {
     "Scheduler (live)": ("A change applies from the next step and is kept in the run's history. An engine "
                          "preset sets the rules below it together; change any of them after it.",
                          tuple(KNOBS[k] for k in _LIVE)),
+    "Price steps as (restarts the run)": ("This machine's own wall time, or a model on a GPU: every step the "
+                                          "engine runs is then priced on it (modeled, engine/hardware.py). "
+                                          "Type any model@[N x]gpu[+link].", tuple(KNOBS[k] for k in PRICING_KNOBS)),
     "KV cache (restarts the run)": ("These shape the KV pool: a change restarts the run at step 0.",
                                     tuple(k for k in KNOBS.values() if k.name not in LIVE_KNOBS
-                                          and k.name not in MODEL_KNOBS)),
+                                          and k.name not in MODEL_KNOBS + PRICING_KNOBS)),
     "Model and engine (restarts the run)": ("A change restarts the run at step 0. max_model_len 0: the model's "
                                             "limit.", tuple(KNOBS[k] for k in MODEL_KNOBS)),
 }
@@ -115,6 +122,11 @@ def knob_widget(knob: Knob, key: str | None = None, **extra) -> None:
         st.toggle(label, **args)
     elif knob.kind == "choice":
         st.selectbox(label, knob.choices, **args)
+    elif knob.kind == "deployment":
+        shown = session().widget(args["key"])  # a name typed earlier stays among the options
+        options = (None, *knob.choices, *([shown] if shown not in (None, *knob.choices) else []))
+        st.selectbox(label, options, accept_new_options=True, **args,
+                     format_func=lambda name: "this machine (measured)" if name is None else name)
     else:
         st.text_input(label, **args)
 

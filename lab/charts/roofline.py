@@ -1,0 +1,72 @@
+"""Where a step sits on its GPU's roofline, and what its modeled milliseconds are spent on.
+
+Drawn only for a run priced on a deployment (StepRecord.modeled). The roof is the
+deployment's achievable compute and bandwidth (engine/hardware.py); a step is a dot at
+its arithmetic intensity (FLOPs per byte moved) and the FLOP/s it attains. Left of the
+ridge a step is bound by memory, so adding tokens to it is nearly free; right of it
+every token costs compute.
+"""
+
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+
+from engine.hardware import GPUS, split_name
+from engine.records import StepRecord
+from lab.charts.style import Subplots
+
+PART_COLORS = {"linear": "#0072B2", "attention": "#E69F00", "elementwise": "#009E73", "communication": "#CC79A7",
+               "overhead": "#999999", "swap": "#D55E00"}
+EARLIER = 60  # earlier steps drawn faintly
+
+
+def _attained(record: StepRecord) -> tuple[float, float]:
+    """(FLOPs per byte, TFLOP/s) of a step's GPU work (its overhead and copies are off the roof)."""
+    m = record.modeled
+    gpu_ms = m.parts["linear"] + m.parts["attention"] + m.parts["elementwise"]
+    return m.flops / max(m.bytes, 1.0), m.flops / max(gpu_ms, 1e-9) / 1e9
+
+
+def figure(records: list[StepRecord]) -> go.Figure:
+    """The roofline with this step (the last record) as a dot and earlier ones faint; beside it
+    the step's modeled ms by part."""
+    record = records[-1]
+    m = record.modeled
+    gpu = GPUS[split_name(m.deployment)[1]["gpu"]]
+    peak = gpu.flops * gpu.compute_fraction / 1e12
+    bandwidth = gpu.bandwidth * gpu.bandwidth_fraction / 1e12  # TB/s: TFLOP/s per FLOP/byte
+    ridge = peak / bandwidth
+    fig = Subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.14,
+                   titles=(f"Roofline: {m.deployment} ({m.bound}-bound, MFU {m.mfu:.0%}, MBU {m.mbu:.0%})",
+                           f"This step: {m.total_ms:.2f} ms modeled"))
+    xs = [0.5, ridge, max(ridge * 20, 4000)]
+    fig.add([go.Scatter(x=xs, y=[min(peak, x * bandwidth) for x in xs], mode="lines", name="roof",
+                        line=dict(color="#555555", width=2), hovertemplate="attainable %{y:.0f} TFLOP/s"
+                        "<extra></extra>"),
+             go.Scatter(x=[ridge], y=[peak], mode="markers+text", text=[f"ridge {ridge:.0f} FLOP/B"],
+                        textposition="bottom right", marker=dict(symbol="diamond", size=9, color="#555555"),
+                        name="ridge", hoverinfo="skip")], col=1)
+    earlier = [r for r in records[-EARLIER - 1:-1] if r.modeled is not None and r.modeled.flops > 0]
+    if earlier:
+        points = [_attained(r) for r in earlier]
+        fig.add([go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="markers", name="earlier",
+                            marker=dict(color="rgba(0,114,178,0.18)", size=7), text=[f"step {r.step}" for r in earlier],
+                            hovertemplate="%{text}: %{x:.1f} FLOP/B, %{y:.0f} TFLOP/s<extra></extra>")], col=1)
+    if m.flops > 0:
+        x, y = _attained(record)
+        fig.add([go.Scatter(x=[x], y=[y], mode="markers", name=f"step {record.step}",
+                            marker=dict(color="#D55E00", size=13, line=dict(color="#FFFFFF", width=1.5)),
+                            hovertemplate=f"step {record.step}: %{{x:.1f}} FLOP/B, %{{y:.0f}} TFLOP/s"
+                                          "<extra></extra>")], col=1)
+    parts = [(name, ms) for name, ms in m.parts.items() if ms > 0]
+    fig.add([go.Bar(x=[ms], y=["ms"], orientation="h", name=name, marker_color=PART_COLORS.get(name, "#777777"),
+                    hovertemplate=f"{name}: %{{x:.3f}} ms<extra></extra>", showlegend=True)
+             for name, ms in parts], col=2)
+    fig.axes(x=dict(type="log", title=dict(text="FLOPs per byte")), y=dict(type="log", title=dict(
+        text="TFLOP/s"), range=[-1, math.log10(peak * 1.3)]), col=1)
+    fig.axes(x=dict(title=dict(text="modeled ms"), rangemode="tozero"), y=dict(showticklabels=False), col=2)
+    fig.titles_at_left()
+    return fig.figure("roofline", height=300, barmode="stack", showlegend=True,
+                      legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
