@@ -31,7 +31,7 @@ def _attained(record: StepRecord) -> tuple[float, float]:
 
 def figure(records: list[StepRecord]) -> go.Figure:
     """The roofline with this step (the last record) as a dot and earlier ones faint; beside it
-    the step's modeled ms by part."""
+    the step's modeled ms, one bar per part."""
     record = records[-1]
     m = record.modeled
     gpu = GPUS[split_name(m.deployment)[1]["gpu"]]
@@ -61,12 +61,12 @@ def figure(records: list[StepRecord]) -> go.Figure:
                             hovertemplate=f"step {record.step}: %{{x:.1f}} FLOP/B, %{{y:.0f}} TFLOP/s"
                                           "<extra></extra>")], col=1)
     parts = [(name, ms) for name, ms in m.parts.items() if ms > 0]
-    fig.add([go.Bar(x=[ms], y=["ms"], orientation="h", name=name, marker_color=PART_COLORS.get(name, "#777777"),
-                    hovertemplate=f"{name}: %{{x:.3f}} ms<extra></extra>", showlegend=True)
-             for name, ms in parts], col=2)
+    fig.add([go.Bar(x=[ms], y=[name], orientation="h", name=name, marker_color=PART_COLORS.get(name, "#777777"),
+                    text=[f"{ms:.2f}"], textposition="outside", cliponaxis=False,
+                    hovertemplate=f"{name}: %{{x:.3f}} ms<extra></extra>") for name, ms in parts], col=2)
     fig.axes(x=dict(type="log", title=dict(text="FLOPs per byte")), y=dict(type="log", title=dict(
         text="TFLOP/s"), range=[-1, math.log10(peak * 1.3)]), col=1)
-    fig.axes(x=dict(title=dict(text="modeled ms"), rangemode="tozero"), y=dict(showticklabels=False), col=2)
+    longest = max((ms for _, ms in parts), default=1.0)
+    fig.axes(x=dict(title=dict(text="modeled ms"), range=[0, 1.25 * longest]), y=dict(autorange="reversed"), col=2)
     fig.titles_at_left()
-    return fig.figure("roofline", height=300, barmode="stack", showlegend=True,
-                      legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
+    return fig.figure("roofline", height=300, showlegend=False)

@@ -136,8 +136,8 @@ def _ms_axis(run: History) -> float | None:
     last = run.records[-1].modeled
     if last is None:
         return None
-    axis = st.segmented_control("x axis", ["steps", "modeled ms"], default="steps", key="timeline_axis",
-                                help="Steps, or the time each step would take on the deployment.")
+    axis = st.segmented_control("Timeline and metrics against", ["steps", "modeled ms"], default="steps",
+                                key="timeline_axis", help="Steps, or the time each step takes on the deployment.")
     return last.clock_ms if axis == "modeled ms" else None
 
 
