@@ -70,9 +70,10 @@ def _presets_help() -> str:
 
 
 def _value_type(hint: object) -> type:
-    """int | None -> int: a flag given on the command line always has a value."""
+    """int | None -> int: a flag given on the command line always has a value, and is text or a
+    number (str | Deployment | None -> str: a deployment is given by name)."""
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        (hint,) = [a for a in typing.get_args(hint) if a is not type(None)]
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
     return hint
 
 

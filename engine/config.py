@@ -154,9 +154,11 @@ class EngineConfig:
     kv_allocation: str = "paged"
     # None: the clock is this machine's wall time. Else a deployment every step is priced on
     # (engine/hardware.py), e.g. "llama-3.1-8b@h100-sxm"; "this@h100-sxm" prices the engine's own model.
-    deployment: str | None = None
+    deployment: str | Deployment | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.deployment, Deployment):  # kept by name, so configs stay plain data (links, files)
+            self.deployment = self.deployment.name
         self.validate()
 
     def validate(self) -> None:

@@ -89,3 +89,23 @@ def test_figures_draw_both_sides(small_pool):
     assert max(kv.data[1].y) == 100 * run_metrics(small_pool.records[1])["aggregate"]["peak_kv_cache_usage_perc"]
     bars = throughput_figure(metrics_a, metrics_b)
     assert list(bars.data[0].y) == [m["aggregate"]["throughput_tokens_per_step"] for m in (metrics_a, metrics_b)]
+
+
+def test_the_same_workload_priced_on_two_links_schedules_alike_and_costs_apart(lab_model):
+    """Swap over PCIe Gen3 against NVLink-C2C: the engine makes the same decisions step for step;
+    only the modeled copy time, and with it every ms latency, differs."""
+    from engine.workload import PRESETS
+
+    base = EngineConfig(model=lab_model, num_gpu_blocks=20, block_size=8, preemption_mode="swap")
+    ab = ABRun(dataclasses.replace(base, deployment="llama-3.1-8b@h100-sxm+pcie-gen3"),
+               dataclasses.replace(base, deployment="llama-3.1-8b@h100-sxm+nvlink-c2c"), PRESETS["burst"]())
+    ab.run()
+    slow, fast = ab.records
+    assert [r.batch for r in slow] == [r.batch for r in fast] and any(r.modeled.swap_ms for r in slow)
+    for a, b in zip(slow, fast, strict=True):
+        if a.modeled.swap_ms:
+            assert a.modeled.swap_ms > b.modeled.swap_ms
+        else:
+            assert a.modeled.total_ms == b.modeled.total_ms
+    rows = {(row["metric"], row["unit"]): row for row in diff_table(*ab.metrics())}
+    assert rows["TTFT p95", "ms"]["better"] in ("B", "same") and rows["steps to finish", "steps"]["better"] == "same"

@@ -120,3 +120,22 @@ def test_any_model_folder_prices_by_its_own_shape():
 def test_an_empty_step_costs_nothing():
     cost = H100_8B.step_cost([])
     assert cost.total_ms == 0 and cost.mfu == 0
+
+
+def test_elementwise_and_all_reduce_by_hand():
+    """Elementwise: (10 x hidden + 3 x intermediate / tp) values per token and layer, read at the
+    achievable bandwidth. All-reduce: two per layer, a ring moving 2 (tp - 1) / tp of the hidden state."""
+    m, gpu = MODELS["llama-3.1-70b"], GPUS["h100-sxm"]
+    dep = Deployment("llama-3.1-70b", "h100-sxm", tensor_parallel=4)
+    cost = dep.step_cost([(512, 0)])
+    elementwise = 512 * m.layers * (10 * m.hidden + 3 * m.intermediate / 4) * 2
+    assert cost.parts["elementwise"] == pytest.approx(elementwise / (gpu.bandwidth * gpu.bandwidth_fraction) * 1e3)
+    ring = 512 * m.hidden * 2 * 2 * 3 / 4
+    assert cost.parts["communication"] == pytest.approx(2 * m.layers * (0.008 + ring / gpu.peer_bandwidth * 1e3))
+
+
+def test_an_engine_config_takes_a_deployment_and_keeps_its_name():
+    from engine import EngineConfig
+
+    config = EngineConfig(deployment=Deployment("llama-3.1-70b", "h100-sxm", tensor_parallel=4))
+    assert config.deployment == "llama-3.1-70b@4xh100-sxm" and config.to_dict()["deployment"] == config.deployment
