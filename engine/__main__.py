@@ -22,7 +22,8 @@ from tqdm import tqdm
 
 from engine.config import KNOB_HELP, PRESET_RULES, PRESET_SOURCES, EngineConfig
 from engine.engine import Engine
-from engine.metrics import METRICS
+from engine.load import DEFAULT_SCALE, TRACES, RateSpec, TraceSpec
+from engine.metrics import METRICS, serving_metrics
 from engine.workload import PRESETS, WorkloadError, WorkloadItem, format_of, parse_workload, submit
 
 
@@ -43,6 +44,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("workload", nargs="?", type=Path, help="workload file: .jsonl (one JSON object per line) "
                         "or .csv (header row: prompt,max_tokens,priority,arrival_step,temperature,ignore_eos)")
     parser.add_argument("--preset", choices=sorted(PRESETS), help="run a built-in workload instead of a file")
+    load = parser.add_argument_group("load in time", "a real trace or requests at a rate, arriving by time "
+                                     "(needs --deployment: arrivals sit on its modeled clock)")
+    load.add_argument("--trace", choices=sorted(TRACES), help="the Azure LLM inference trace 2023 (Microsoft, "
+                      "CC-BY 4.0): conversation or code requests, with their real lengths and arrival times")
+    load.add_argument("--rate", type=float, help="requests/s: rescale --trace to it, or, without --trace, draw "
+                      "requests at this rate (gamma gaps, see --cv)")
+    load.add_argument("--cv", type=float, default=1.0, help="burstiness of drawn arrivals: the gaps' coefficient "
+                      "of variation (1: Poisson; default 1)")
+    load.add_argument("--duration-s", type=float, default=60.0, help="seconds of load (default 60)")
+    load.add_argument("--length-scale", type=float, default=DEFAULT_SCALE, help="shrink prompt and output "
+                      f"lengths by this to fit the model; the deployment prices them whole (default {DEFAULT_SCALE})")
+    load.add_argument("--sweep-rate", help="comma-separated rates: run the load once per rate and print "
+                      "throughput, goodput and latency percentiles against the offered load")
+    parser.add_argument("--metrics-json", type=Path, help="write the run's aggregate metrics to this file, named "
+                        "as vLLM's serving benchmark names them (request_throughput, goodput, ttft_ms_p90, ...)")
     parser.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (default: run "
                         "until every request has finished)")
     parser.add_argument("--records", type=Path, help="write every StepRecord to this file as JSON Lines")
@@ -81,9 +97,33 @@ class InputError(Exception):
     """Bad input from the user: reported as one line, exit status 2."""
 
 
+def _load_spec(args: argparse.Namespace, rate: float | None) -> TraceSpec | RateSpec:
+    """The --trace or --rate load the flags describe; InputError names the flag that is wrong."""
+    for flag, value, ok in (("--rate", rate, rate is None or rate > 0), ("--cv", args.cv, args.cv > 0),
+                            ("--duration-s", args.duration_s, args.duration_s > 0),
+                            ("--length-scale", args.length_scale, 0 < args.length_scale <= 1)):
+        if not ok:
+            raise InputError(f"{flag}: must be a positive number{' up to 1' if flag == '--length-scale' else ''}; "
+                             f"got {value}")
+    try:
+        if args.trace:
+            return TraceSpec(args.trace, rate=rate, duration_s=args.duration_s, length_scale=args.length_scale)
+        return RateSpec(rate=rate, cv=args.cv, duration_s=args.duration_s, length_scale=args.length_scale)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+
+
 def _load_items(args: argparse.Namespace) -> list[WorkloadItem]:
-    if (args.workload is None) == (args.preset is None):
-        raise InputError("give a workload file or --preset NAME (one of them)")
+    load = args.trace is not None or args.rate is not None or args.sweep_rate is not None
+    if sum([args.workload is not None, args.preset is not None, load]) != 1:
+        raise InputError("give one workload: a file, --preset NAME, or --trace NAME / --rate R")
+    if load:
+        if getattr(args, "deployment", None) is None:
+            raise InputError("--trace and --rate need --deployment: their requests arrive by time, on the "
+                             "deployment's modeled clock (e.g. --deployment llama-3.1-8b@h100-sxm)")
+        if args.sweep_rate is not None:
+            _rates(args.sweep_rate)  # a bad list is named before anything runs
+        return _load_spec(args, args.rate).items()
     if args.preset:
         return PRESETS[args.preset]()
     path: Path = args.workload
@@ -158,8 +198,17 @@ def report(eng: Engine, peak_usage: float) -> str:
         lines.append(f"{metric.heading:<24} {shown:>10}")
     if eng.deployment is not None:
         lines += [f"{METRICS[k].heading:<24} {_fmt(100 * agg[k]) + ' %':>10}" for k in ("mfu", "mbu")]
+    lines.append(f"{METRICS['request_throughput'].heading:<24} {_fmt(agg['request_throughput'], 2):>10}")
+    if agg["slo_attainment"] is not None:
+        lines += [f"{METRICS['goodput'].heading:<24} {_fmt(agg['goodput'], 2):>10}",
+                  f"{'SLO attainment':<24} {_fmt(100 * agg['slo_attainment']) + ' %':>10}  "
+                  f"({'met' if agg['slo_met'] else 'missed'}: the target is {eng.config.slo_percentile:g} %)"]
     clock = f"modeled on {eng.deployment.name}" if eng.deployment else "this machine's wall time"
     lines.append(f"\nms are {clock}")
+    scales = sorted({r.length_scale for r in eng.requests.values() if r.length_scale < 1})
+    if scales:
+        lines.append(f"lengths scaled by {', '.join(f'{x:g}' for x in scales)} to fit the model (tokens counted "
+                     "scaled; the deployment prices them at full size)")
     unfinished = sum(not r.is_finished for r in eng.requests.values())
     if unfinished:
         lines.append(f"\nstopped at --max-steps with {unfinished} request(s) unfinished")
@@ -193,7 +242,43 @@ def main(argv: list[str] | None = None) -> int:
         if records_file:
             records_file.close()
     print(report(eng, peak))
+    if args.metrics_json:
+        _write_json(args.metrics_json, serving_metrics(eng.metrics()["aggregate"]))
+    if args.sweep_rate:
+        print(sweep_rates(args, eng))
     return 0
+
+
+def _write_json(path: Path, data: dict) -> None:
+    try:
+        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise SystemExit(f"python -m engine: error: --metrics-json: cannot write {path} ({exc.strerror})") from None
+
+
+def _rates(text: str) -> list[float]:
+    try:
+        rates = [float(r) for r in text.split(",") if r.strip()]
+    except ValueError:
+        raise InputError(f"--sweep-rate: give rates separated by commas, e.g. 1,2,4,8; got {text!r}") from None
+    if not rates or any(not r > 0 for r in rates):
+        raise InputError(f"--sweep-rate: every rate must be a number > 0; got {text!r}")
+    return rates
+
+
+def sweep_rates(args: argparse.Namespace, first: Engine) -> str:
+    """The same load at each rate, on fresh engines of the same config: the table of throughput,
+    goodput and tail latencies against offered load, where the knee shows."""
+    rows = [f"{'rate':>8} {'req/s':>8} {'goodput':>8} {'SLO %':>7} {'TTFT p90':>10} {'TPOT p90':>10} {'steps':>7}"]
+    for rate in _rates(args.sweep_rate):
+        eng = Engine(first.config, loaded=first.loaded)
+        submit(eng, _load_spec(args, rate).items())
+        eng.run()
+        m = serving_metrics(eng.metrics()["aggregate"])
+        attained = "-" if m["slo_attainment"] is None else f"{100 * m['slo_attainment']:.1f}"
+        rows.append(f"{rate:>8g} {m['request_throughput']:>8.2f} {_fmt(m['goodput'], 2):>8} {attained:>7} "
+                    f"{_fmt(m['ttft_ms_p90']):>10} {_fmt(m['tpot_ms_p90']):>10} {m['num_steps']:>7}")
+    return "\n".join(["", "offered load against what the engine served (ms modeled on the deployment):", *rows])
 
 
 if __name__ == "__main__":

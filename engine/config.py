@@ -28,7 +28,9 @@ DTYPES = ("float32", "float16", "bfloat16")
 # The rest shape the model, the KV pool or the allocator, and need a fresh engine.
 LIVE_KNOBS = frozenset({"max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill",
                         "long_prefill_token_threshold", "step_order", "scheduling_policy", "preemption_mode",
-                        "victim_rule", "watermark", "preempt_on_admission", "admission_reserve", "engine_preset"})
+                        "victim_rule", "watermark", "preempt_on_admission", "admission_reserve", "engine_preset",
+                        "slo_ttft_ms", "slo_tpot_ms", "slo_percentile"})
+SLO_KNOBS = ("slo_ttft_ms", "slo_tpot_ms", "slo_percentile")  # judged by, never scheduled by
 
 # The rules each engine follows; engine_preset sets them together, and any knob given beside it
 # overrides its preset's value. What each preset approximates is in the README ("Engine presets").
@@ -155,6 +157,11 @@ class EngineConfig:
     # None: the clock is this machine's wall time. Else a deployment every step is priced on
     # (engine/hardware.py), e.g. "llama-3.1-8b@h100-sxm"; "this@h100-sxm" prices the engine's own model.
     deployment: str | Deployment | None = None
+    # Service-level objectives: the engine never schedules by them, the metrics judge each request by
+    # them (engine.metrics.Slo), so they are live and travel with the config (links, CLI, lessons).
+    slo_ttft_ms: float | None = None
+    slo_tpot_ms: float | None = None
+    slo_percentile: float = 90.0
 
     def __post_init__(self) -> None:
         if isinstance(self.deployment, Deployment):  # kept by name, so configs stay plain data (links, files)
@@ -183,6 +190,13 @@ class EngineConfig:
                self.preempt_on_admission)
         _check(isinstance(self.enable_prefix_caching, bool), "enable_prefix_caching", "True or False",
                self.enable_prefix_caching)
+        for knob in ("slo_ttft_ms", "slo_tpot_ms"):
+            value = getattr(self, knob)
+            _check(value is None or (isinstance(value, int | float) and not isinstance(value, bool)
+                                     and math.isfinite(value) and value > 0), knob, "a positive number of ms, or None",
+                   value)
+        _check(isinstance(self.slo_percentile, int | float) and not isinstance(self.slo_percentile, bool)
+               and 0 < self.slo_percentile <= 100, "slo_percentile", "a percentage in (0, 100]", self.slo_percentile)
         if self.deployment is not None:
             _check(isinstance(self.deployment, str), "deployment", "a name like llama-3.1-8b@h100-sxm, or None",
                    self.deployment)
@@ -258,6 +272,10 @@ KNOB_HELP = {
     "deployment": "price every step as it would run on a deployment, model@[N x]gpu[+link] (e.g. "
                   "llama-3.1-8b@h100-sxm, llama-3.1-70b@4xh100-sxm+pcie-gen4, this@l4 for the engine's own model): "
                   "the clock becomes modeled ms; none: this machine's wall time",
+    "slo_ttft_ms": "SLO: time to first token each request should meet, in ms (none: no target); judged, never "
+                   "scheduled by",
+    "slo_tpot_ms": "SLO: time per output token after the first, in ms (none: no target)",
+    "slo_percentile": "the run meets its SLO when this % of finished requests meet every target (90: a p90 SLO)",
     "kv_allocation": "'paged' (a page at a time, anywhere) or 'contiguous' (one run sized for the longest "
                      "possible output, reserved at admission)",
 }

@@ -14,7 +14,7 @@ import time
 from engine.block_manager import BlockManager
 from engine.config import LIVE_KNOBS, EngineConfig, SamplingParams
 from engine.hardware import Deployment, StepCost
-from engine.metrics import COUNTER_KEYS, aggregate_metrics, request_metrics
+from engine.metrics import COUNTER_KEYS, Slo, aggregate_metrics, request_metrics
 from engine.model_runner import LoadedModel, ModelRunner, load_model
 from engine.records import (
     Budget,
@@ -61,7 +61,7 @@ class Engine:
 
     def add_request(self, prompt: str | list[int], params: SamplingParams | None = None, priority: int = 0,
                     arrival_step: int | None = None, request_id: str | None = None,
-                    arrival_ms: float | None = None) -> str:
+                    arrival_ms: float | None = None, length_scale: float = 1.0) -> str:
         """Queue a request; it joins the waiting queue at arrival_step (default: the next step), or
         at the first step that starts at or after arrival_ms on the modeled clock."""
         params = params or SamplingParams()
@@ -80,6 +80,8 @@ class Engine:
             raise ValueError(f"priority must be an integer; got {priority!r}")
         if arrival_step is not None and (not isinstance(arrival_step, int) or arrival_step < 0):
             raise ValueError(f"arrival_step must be an integer >= 0; got {arrival_step!r}")
+        if not isinstance(length_scale, int | float) or isinstance(length_scale, bool) or not 0 < length_scale <= 1:
+            raise ValueError(f"length_scale must be a fraction in (0, 1]; got {length_scale!r}")
         if arrival_ms is not None:
             if self.deployment is None:
                 raise ValueError("arrival_ms needs a deployment: arrivals by time are placed on its modeled clock "
@@ -89,7 +91,7 @@ class Engine:
         request_id = request_id or f"r{len(self.requests)}"
         if request_id in self.requests:
             raise ValueError(f"request_id {request_id!r} is already in use")
-        req = Request(request_id, token_ids, params, priority=priority,
+        req = Request(request_id, token_ids, params, priority=priority, length_scale=float(length_scale),
                       arrival_step=max(self.step_index, arrival_step or 0), arrival_index=len(self.requests))
         self.requests[request_id] = req
         why = self._never_fits(req)
@@ -189,7 +191,9 @@ class Engine:
             return None
         dep, block_size = self.deployment, self.config.block_size
         swapped = sum(len(pairs) for _, pairs in swaps) * block_size
-        cost = dep.step_cost([(n, req.num_computed_tokens) for req, n in batch], swapped)
+        # A request whose lengths were scaled to fit the small model is priced at its real size.
+        cost = dep.step_cost([(n / req.length_scale, req.num_computed_tokens / req.length_scale)
+                              for req, n in batch], swapped)
         for i, e in enumerate(events):
             if e.kind in ("swapped_out", "swapped_in"):
                 tokens = len(e.data["blocks"]) * block_size
@@ -322,7 +326,7 @@ class Engine:
                   "kv_cache_usage_perc": self.blocks.usage()}
         per_request = [request_metrics(r) for r in self.requests.values()]
         aggregate = aggregate_metrics(per_request, self.step_index, self.clock_ms, gauges, dict(self.counters),
-                                      self.modeled_steps if self.deployment else None)
+                                      self.modeled_steps if self.deployment else None, Slo.of(self.config))
         return {"aggregate": aggregate, "requests": per_request}
 
     def run(self, max_steps: int = 100_000) -> list[StepRecord]:

@@ -31,6 +31,9 @@ def request_metrics(req: Request) -> dict:
     if req.finish_step is not None and req.token_steps:
         out["e2e_steps"] = req.finish_step - req.arrival_step + 1
         out["e2e_ms"] = req.finish_ms - req.arrival_ms
+        # Time per output token after the first, as vLLM's serving benchmark defines it.
+        n = len(req.token_ms)
+        out["tpot_ms"] = (req.token_ms[-1] - req.token_ms[0]) / (n - 1) if n > 1 else None
     return out
 
 
@@ -41,19 +44,42 @@ COUNTER_KEYS = ("num_preemptions", "num_recomputed_tokens", "num_swapped_blocks"
 # The engine's queue and pool gauges after a step (StepStats carries them too).
 GAUGE_KEYS = ("num_requests_finished", "num_requests_running", "num_requests_waiting", "num_requests_swapped",
               "kv_cache_usage_perc")
-LATENCY_KEYS = ("ttft_steps", "ttft_ms", "itl_steps", "itl_ms", "e2e_steps", "e2e_ms", "queue_time_steps",
-                "queue_time_ms")
+LATENCY_KEYS = ("ttft_steps", "ttft_ms", "itl_steps", "itl_ms", "tpot_ms", "e2e_steps", "e2e_ms",
+                "queue_time_steps", "queue_time_ms")
 
 
-SUMMARY_STATS = ("mean", "p50", "p95", "max")  # how a latency's distribution is summarised
+SUMMARY_STATS = ("mean", "p50", "p90", "p95", "p99", "max")  # how a latency's distribution is summarised
 
 
 def summarize(values: list[float]) -> dict:
     if not values:
         return dict.fromkeys(SUMMARY_STATS)
     arr = np.asarray(values, dtype=float)
-    return {"mean": float(arr.mean()), "p50": float(np.percentile(arr, 50)),
-            "p95": float(np.percentile(arr, 95)), "max": float(arr.max())}
+    return {"mean": float(arr.mean()), **{f"p{q}": float(np.percentile(arr, q)) for q in (50, 90, 95, 99)},
+            "max": float(arr.max())}
+
+
+@dataclass(frozen=True)
+class Slo:
+    """Service-level objectives: a first token within ttft_ms, then each further token within tpot_ms
+    on average (None: no target). The run meets them when at least `percentile` % of its finished
+    requests meet both, the usual "p90 TTFT under 500 ms" form."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    percentile: float = 90.0
+
+    @classmethod
+    def of(cls, config) -> Slo | None:
+        """The EngineConfig's SLO knobs, or None when it sets no target."""
+        if config.slo_ttft_ms is None and config.slo_tpot_ms is None:
+            return None
+        return cls(config.slo_ttft_ms, config.slo_tpot_ms, config.slo_percentile)
+
+    def missed(self, m: dict) -> list[str]:
+        """Which targets a finished request missed: [] when it met every one."""
+        return [name for name, target in (("ttft", self.ttft_ms), ("tpot", self.tpot_ms))
+                if target is not None and m.get(f"{name}_ms") is not None and m[f"{name}_ms"] > target]
 
 
 def metric_values(per_request: list[dict], key: str) -> list[float]:
@@ -68,9 +94,11 @@ def metric_values(per_request: list[dict], key: str) -> list[float]:
 
 
 def aggregate_metrics(per_request: list[dict], num_steps: int, engine_time_ms: float, gauges: dict,
-                      counters: dict, modeled_steps: list[tuple[float, float, float]] | None = None) -> dict:
+                      counters: dict, modeled_steps: list[tuple[float, float, float]] | None = None,
+                      slo: Slo | None = None) -> dict:
     """The run-level view of per-request metrics, the gauges after the last step and the counters.
     modeled_steps: (ms, MFU, MBU) of each step priced on a deployment; None on the wall clock.
+    slo: the targets each finished request is judged by (its "slo" verdict), and the run.
 
     One definition serves the live engine and a run rebuilt from saved records."""
     served = [m for m in per_request if m["finish_reason"] != "rejected"]
@@ -92,7 +120,24 @@ def aggregate_metrics(per_request: list[dict], num_steps: int, engine_time_ms: f
     aggregate["mbu"] = sum(ms * mbu for ms, _, mbu in modeled_steps) / busy if busy else None
     for key in LATENCY_KEYS:
         aggregate[key] = summarize(metric_values(per_request, key))
+    aggregate |= _slo_aggregate(per_request, engine_time_ms, slo)
     return aggregate
+
+
+def _slo_aggregate(per_request: list[dict], engine_time_ms: float, slo: Slo | None) -> dict:
+    """Request throughput, and against the SLO: each finished request's verdict, attainment and goodput
+    (finished requests per second that met every target), as the serving benchmarks report them."""
+    finished = [m for m in per_request if m["finish_reason"] not in (None, "rejected")]
+    seconds = engine_time_ms / 1000
+    out = {"request_throughput": len(finished) / seconds if seconds else 0.0}
+    if slo is None:
+        return out | {"slo_attainment": None, "goodput": None, "slo_met": None}
+    for m in finished:
+        m["slo_missed"] = slo.missed(m)
+    good = sum(not m["slo_missed"] for m in finished)
+    attainment = good / len(finished) if finished else None
+    return out | {"slo_attainment": attainment, "goodput": good / seconds if seconds else 0.0,
+                  "slo_met": None if attainment is None else attainment >= slo.percentile / 100}
 
 
 @dataclass(frozen=True)
@@ -131,7 +176,7 @@ def _latency(key: str, name: str, unit: str) -> list[Metric]:
 # Every metric, once. Steps are the same on every machine; ms and tokens/s are this machine's wall time.
 METRICS: dict[str, Metric] = {m.id: m for m in [
     *_latency("ttft_steps", "TTFT", "steps"), *_latency("ttft_ms", "TTFT", "ms"),
-    *_latency("itl_steps", "ITL", "steps"), *_latency("itl_ms", "ITL", "ms"),
+    *_latency("itl_steps", "ITL", "steps"), *_latency("itl_ms", "ITL", "ms"), *_latency("tpot_ms", "TPOT", "ms"),
     *_latency("e2e_steps", "e2e latency", "steps"), *_latency("e2e_ms", "e2e latency", "ms"),
     *_latency("queue_time_steps", "queue time", "steps"), *_latency("queue_time_ms", "queue time", "ms"),
     Metric("num_steps", None, "steps to finish", "steps", "lower"),
@@ -145,8 +190,24 @@ METRICS: dict[str, Metric] = {m.id: m for m in [
     # A fuller pool is neither good nor bad by itself: it is the price of admitting more.
     Metric("peak_kv_cache_usage_perc", None, "peak KV usage", "fraction", None),
     Metric("num_requests_rejected", None, "rejected", "requests", "lower"),
+    Metric("request_throughput", None, "request throughput", "requests/s", "higher"),
+    Metric("goodput", None, "goodput", "requests/s", "higher"),
+    Metric("slo_attainment", None, "SLO attainment", "fraction", "higher"),
     Metric("mfu", None, "MFU (modeled)", "fraction", "higher"),
     Metric("mbu", None, "MBU (modeled)", "fraction", "higher"),
 ]}
 
 
+
+
+def serving_metrics(aggregate: dict) -> dict:
+    """The aggregate flattened under the names vLLM's serving benchmark gives them (request_throughput,
+    goodput, mean_ttft_ms, ttft_ms_p90, tpot_ms_p99, ...), for files other tools read."""
+    out = {key: aggregate[key] for key in ("request_throughput", "goodput", "slo_attainment", "num_steps",
+                                           "generation_tokens", "num_preemptions", "mfu", "mbu")}
+    out["output_throughput"] = aggregate["throughput_tokens_per_s"]
+    for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_time_ms"):
+        summary = aggregate[key]
+        out[f"mean_{key}"], out[f"median_{key}"] = summary["mean"], summary["p50"]
+        out |= {f"{key}_{stat}": summary[stat] for stat in ("p90", "p95", "p99")}
+    return out

@@ -44,6 +44,7 @@ class Request:
     prompt_token_ids: list[int]
     sampling: SamplingParams
     priority: int = 0
+    length_scale: float = 1.0  # its token counts are this fraction of the real ones (a deployment prices them whole)
     arrival_step: int = 0
     arrival_index: int = 0  # order of add_request calls: the tie-breaker everywhere
     status: RequestStatus = RequestStatus.PENDING

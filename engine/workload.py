@@ -15,13 +15,18 @@ import io
 import json
 import math
 import re
+import zlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.config import SamplingParams
+
+if TYPE_CHECKING:
+    from engine.load import RateSpec, TraceSpec
 
 FORMATS = ("jsonl", "csv")
 # A lab run is stepped and drawn one request at a time; past this many, nobody can follow it.
@@ -57,6 +62,9 @@ _RULES: dict[str, tuple[Callable[[object], bool], str]] = {
                      f"must be an integer in [0, {MAX_ARRIVAL_STEP}]"),
     "temperature": (lambda v: _is_number(v) and 0 <= v <= 5, "must be a number in [0, 5] (0 means greedy)"),
     "ignore_eos": (lambda v: isinstance(v, bool), "must be true or false"),
+    "prompt_tokens": (lambda v: v is None or (_is_int(v) and 1 <= v <= 100_000),
+                      "must be empty or a number of tokens in [1, 100000] (a synthetic prompt of that length)"),
+    "length_scale": (lambda v: _is_number(v) and 0 < v <= 1, "must be a fraction in (0, 1]"),
     "arrival_ms": (lambda v: v is None or (_is_number(v) and 0 <= v <= MAX_ARRIVAL_MS),
                    f"must be empty or a number of ms in [0, {MAX_ARRIVAL_MS}] (arrival on a deployment's clock)"),
 }
@@ -73,6 +81,8 @@ class WorkloadItem:
     temperature: float = 0.0
     ignore_eos: bool = False
     arrival_ms: float | None = None  # arrival by time on the modeled clock (needs a deployment), not by step
+    prompt_tokens: int | None = None  # a synthetic prompt of this many token ids (prompt is then its label)
+    length_scale: float = 1.0  # its lengths are this fraction of the real ones; a deployment prices them whole
 
     def __post_init__(self) -> None:
         for name, (ok, must) in _RULES.items():
@@ -83,6 +93,7 @@ class WorkloadItem:
         self.temperature = float(self.temperature)  # so 1 and 1.0 read back alike
         if self.arrival_ms is not None:
             self.arrival_ms = float(self.arrival_ms)
+        self.length_scale = float(self.length_scale)
 
 
 FIELDS = tuple(f.name for f in fields(WorkloadItem))
@@ -164,7 +175,7 @@ def _from_cell(name: str, cell: str) -> object:
     text = cell.strip()
     if name == "ignore_eos":
         return {"true": True, "false": False, "1": True, "0": False}.get(text.lower(), cell)
-    if name in ("temperature", "arrival_ms"):
+    if name in ("temperature", "arrival_ms", "length_scale"):
         try:
             return float(text)
         except ValueError:
@@ -471,26 +482,29 @@ class WorkloadSource:
 
     preset: str | None = None
     generator: GeneratorSpec | None = None
+    load: TraceSpec | RateSpec | None = None  # a real trace, or requests at a rate (engine/load.py)
     requests: tuple[WorkloadItem, ...] = ()
     name: str = ""  # what a list is called: "file trace.jsonl", "lesson 3"
 
     def __post_init__(self) -> None:
         if self.preset is not None and self.preset not in PRESETS:
             raise WorkloadError(f"unknown preset {self.preset!r}; presets: {', '.join(PRESETS)}")
-        if self.preset is not None and self.generator is not None:
-            raise WorkloadError("a workload comes from a preset or a generator, not both")
+        if sum(x is not None for x in (self.preset, self.generator, self.load)) > 1:
+            raise WorkloadError("a workload comes from one of a preset, a generator or a load, not several")
         object.__setattr__(self, "requests", tuple(self.requests))
 
     @property
     def named(self) -> bool:
         """A preset or a generator: a few words rebuild it, so a link names it instead of listing it."""
-        return self.preset is not None or self.generator is not None
+        return self.preset is not None or self.generator is not None or self.load is not None
 
     def items(self) -> list[WorkloadItem]:
         if self.preset is not None:
             return PRESETS[self.preset]()
         if self.generator is not None:
             return generate_workload(self.generator)
+        if self.load is not None:
+            return self.load.items()
         return list(self.requests)
 
     @property
@@ -499,7 +513,16 @@ class WorkloadSource:
             return f"preset {self.preset}"
         if self.generator is not None:
             return f"generated workload (seed {self.generator.seed})"
+        if self.load is not None:
+            return self.load.label
         return self.name or "workload"
+
+
+def synthetic_prompt(label: str, num_tokens: int, vocab_size: int) -> list[int]:
+    """Token ids standing in for a real prompt of that length: seeded by the label, so the same
+    item always gets the same ids, and never id 0 (the default model's end-of-text)."""
+    rng = np.random.default_rng(zlib.crc32(label.encode("utf-8")))
+    return (rng.integers(1, vocab_size, size=num_tokens)).tolist()
 
 
 def submit(engine, items: list[WorkloadItem]) -> list[str]:
@@ -508,9 +531,12 @@ def submit(engine, items: list[WorkloadItem]) -> list[str]:
     for number, item in enumerate(items, start=1):
         params = SamplingParams(max_tokens=item.max_tokens, temperature=item.temperature,
                                 ignore_eos=item.ignore_eos)
+        prompt = item.prompt if item.prompt_tokens is None else \
+            synthetic_prompt(item.prompt, item.prompt_tokens, engine.loaded.vocab_size)
         try:
-            ids.append(engine.add_request(item.prompt, params, priority=item.priority,
-                                          arrival_step=item.arrival_step, arrival_ms=item.arrival_ms))
+            ids.append(engine.add_request(prompt, params, priority=item.priority,
+                                          arrival_step=item.arrival_step, arrival_ms=item.arrival_ms,
+                                          length_scale=item.length_scale))
         except ValueError as exc:
             raise WorkloadError(f"request {number} could not be added: {exc}") from exc
     return ids

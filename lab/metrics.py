@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine import StepRecord
-from engine.metrics import COUNTER_KEYS, GAUGE_KEYS, aggregate_metrics, request_metrics
+from engine.metrics import COUNTER_KEYS, GAUGE_KEYS, Slo, aggregate_metrics, request_metrics
 from engine.request import FinishReason, id_order
 
 
@@ -82,7 +82,7 @@ def _timelines(records: list[StepRecord]) -> list[_Timeline]:
     return sorted(seen.values(), key=lambda t: id_order(t.request_id))
 
 
-def run_metrics(records: list[StepRecord]) -> dict:
+def run_metrics(records: list[StepRecord], slo: Slo | None = None) -> dict:
     """engine.metrics() computed from the records alone, so a replayed run has metrics too.
 
     Same keys and values as the engine's (a request that had not arrived by the last
@@ -97,7 +97,7 @@ def run_metrics(records: list[StepRecord]) -> dict:
     counters = {k: final(k) for k in COUNTER_KEYS}
     gauges = {k: final(k) for k in GAUGE_KEYS}
     modeled = [(r.modeled.total_ms, r.modeled.mfu, r.modeled.mbu) for r in records if r.modeled is not None]
-    aggregate = aggregate_metrics(per_request, len(records), clock_ms, gauges, counters, modeled or None)
+    aggregate = aggregate_metrics(per_request, len(records), clock_ms, gauges, counters, modeled or None, slo)
     aggregate["throughput_tokens_per_step"] = aggregate["generation_tokens"] / len(records) if records else 0.0
     aggregate["peak_kv_cache_usage_perc"] = max((r.stats.kv_cache_usage_perc for r in records), default=0.0)
     return {"aggregate": aggregate, "requests": per_request}

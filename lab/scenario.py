@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from engine import EngineConfig
 from engine.config import LIVE_KNOBS
+from engine.load import LengthDist, RateSpec, TraceSpec
 from engine.workload import PRESETS, GeneratorSpec, WorkloadItem, WorkloadSource
 from lab.run import History, Loader, Run
 
@@ -55,6 +56,8 @@ _KNOB_TYPES = typing.get_type_hints(EngineConfig)
 _ITEM_TYPES = typing.get_type_hints(WorkloadItem)
 _ITEM_DEFAULTS = {f.name: f.default for f in dataclasses.fields(WorkloadItem) if f.name != "prompt"}
 _SPEC_TYPES = typing.get_type_hints(GeneratorSpec)
+# A load in time: trace=<name> with trace.<field>, or load.<field> for requests drawn at a rate.
+_LOADS = {"trace.": TraceSpec, "load.": RateSpec}
 _SPEC_DEFAULTS = GeneratorSpec()
 
 
@@ -184,9 +187,27 @@ def encode_scenario(scenario: Scenario, defaults: EngineConfig | None = None) ->
     return params
 
 
+def _length_text(dist: LengthDist) -> str:
+    return f"{dist.kind}:{dist.a:g}:{dist.b:g}"
+
+
+def _load_params(load: TraceSpec | RateSpec) -> dict[str, str]:
+    """The fields that differ from the spec's defaults (a trace always names itself)."""
+    prefix = next(p for p, cls in _LOADS.items() if isinstance(load, cls))
+    default = type(load)()
+    params = {"trace": load.name} if isinstance(load, TraceSpec) else {}
+    for f in dataclasses.fields(load):
+        value = getattr(load, f.name)
+        if f.name != "name" and value != getattr(default, f.name):
+            params[prefix + f.name] = _length_text(value) if isinstance(value, LengthDist) else _text(value)
+    return params or {"load.rate": _text(load.rate)}
+
+
 def _workload_params(source: WorkloadSource | None) -> dict[str, str]:
     if source is None:
         return {}
+    if source.load is not None:
+        return _load_params(source.load)
     if source.generator is None:
         return {"preset": source.preset or NO_WORKLOAD}
     params = {"seed": str(source.generator.seed)}  # always present: it is what marks a generated workload
@@ -208,6 +229,14 @@ def _request_params(i: int, item: WorkloadItem, added_at: int | None) -> dict[st
 
 
 # ---- decoding -----------------------------------------------------------------------------------
+
+
+def _length_parts(text: str) -> tuple[str, float, float]:
+    """"lognormal:1000:0.8" -> its LengthDist fields."""
+    kind, *numbers = text.split(":")
+    if len(numbers) not in (1, 2):
+        raise ValueError(f"a length reads kind:a[:b], e.g. lognormal:1000:0.8; got {text!r}")
+    return kind, *(_float(n) for n in numbers)
 
 
 def _parse(text: str, tp: object) -> object:
@@ -307,7 +336,33 @@ class _Decoder:
                 knobs[knob] = parsed
         return {k: knobs[k] for k in LINK_KNOBS if k in knobs}
 
+    def _load(self) -> WorkloadSource | None:
+        """A trace (trace=name, trace.<field>) or a load at a rate (load.<field>), if the link gives one."""
+        for prefix, cls in _LOADS.items():
+            keys = [k for k in self.params if k.startswith(prefix)] + (["trace"] if cls is TraceSpec and
+                                                                        "trace" in self.params else [])
+            if not keys:
+                continue
+            hints, values = typing.get_type_hints(cls), {}
+            for key in keys:
+                name = "name" if key == "trace" else key[len(prefix):]
+                text = self.take(key)
+                try:
+                    if name not in hints:
+                        raise ValueError(f"unknown field (fields: {', '.join(hints)})")
+                    value = LengthDist(*_length_parts(text)) if hints[name] is LengthDist else _parse(text, hints[name])
+                    cls(**{**values, name: value})  # validates with the fields read so far
+                except (ValueError, TypeError) as exc:
+                    self.warn(key, str(exc))
+                    continue
+                values[name] = value
+            return WorkloadSource(load=cls(**values))
+        return None
+
     def workload(self) -> WorkloadSource | None:
+        load = self._load()
+        if load is not None:
+            return load
         preset = self.take("preset")
         given = [key for key in GENERATOR_PARAMS.values() if key in self.params]
         if preset is not None:

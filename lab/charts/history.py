@@ -48,3 +48,14 @@ def state_in(record: StepRecord, request_id: str) -> str | None:
         return "finished"
     phase = record.phase_of(request_id)
     return TIMELINE_STATES.get(phase, phase)
+
+
+def oldest_waiting(record: StepRecord) -> tuple[str, int, float | None] | None:
+    """The request that has waited longest in the queue after this step: its id, the steps since it
+    arrived, and the modeled ms since (where it arrived by time). None when nothing waits."""
+    if not record.waiting:
+        return None
+    rid = min(record.waiting, key=lambda r: (record.requests[r].arrival_step, id_order(r)))
+    view = record.requests[rid]
+    ms = record.modeled.clock_ms - view.arrival_ms if record.modeled and view.arrival_ms is not None else None
+    return rid, record.step + 1 - view.arrival_step, ms

@@ -13,9 +13,11 @@ import html
 import pandas as pd
 import streamlit as st
 
+from engine.metrics import Slo
 from engine.records import StepRecord
 from lab.charts import blocks, budget, queues, replay, roofline, timeline
-from lab.charts.history import latest_views
+from lab.charts.history import latest_views, oldest_waiting
+from lab.metrics import run_metrics
 from lab.run import History
 from ui import link
 from ui.draw import CSS, EVENT_TONES, chart, chip, flashes
@@ -61,10 +63,22 @@ def header(run: History, record: StepRecord) -> None:
         f":green-badge[{s.num_requests_running} running] :gray-badge[{s.num_requests_waiting} waiting] "
         f":red-badge[{s.num_requests_swapped} swapped] :gray-badge[{s.num_requests_finished} finished] "
         f":red-badge[{s.num_preemptions} preemptions so far]"
-        + (f" :green-badge[:material/timer: {record.modeled.clock_ms:,.1f} ms modeled]" if record.modeled else ""))
+        + (f" :green-badge[:material/timer: {record.modeled.clock_ms:,.1f} ms modeled]" if record.modeled else "")
+        + _oldest_badge(record))
     if not run.at_latest:
         st.caption(f":material/history: Looking back at step {record.step} of {len(run.records) - 1}. **Step** "
                    "re-runs the engine from here and drops the later steps; the slider takes you back to them.")
+
+
+def _oldest_badge(record: StepRecord) -> str:
+    """How long the queue's oldest request has waited: under load, this grows when the offered rate
+    passes what the engine can serve."""
+    oldest = oldest_waiting(record)
+    if oldest is None:
+        return ""
+    rid, steps, ms = oldest
+    waited = f"{steps} steps" + (f", {ms:,.0f} ms" if ms is not None else "")
+    return f" :orange-badge[oldest waiting {rid}: {waited}]"
 
 
 def _kind(kind: str, label: str | None = None) -> str:
@@ -141,6 +155,23 @@ def _ms_axis(run: History) -> float | None:
     return last.clock_ms if axis == "modeled ms" else None
 
 
+def slo_summary(run: History, records: list[StepRecord]) -> None:
+    """Against the SLO knobs, the requests finished by the step on screen: attainment and goodput."""
+    slo = Slo.of(run.config_next())
+    if slo is None:
+        st.caption("Set a TTFT or TPOT target under *Service-level objectives* to see attainment and goodput.")
+        return
+    agg = run_metrics(records, slo)["aggregate"]
+    targets = " and ".join(f"{name} ≤ {value:g} ms" for name, value in (("TTFT", slo.ttft_ms), ("TPOT", slo.tpot_ms))
+                           if value is not None)
+    if agg["slo_attainment"] is None:
+        st.markdown(f"**SLO** {targets}: no request has finished yet.")
+        return
+    verdict = ":green[met]" if agg["slo_met"] else ":red[missed]"
+    st.markdown(f"**SLO** {targets} for {slo.percentile:g} % of requests: {agg['slo_attainment']:.0%} attained "
+                f"({verdict}) · goodput {agg['goodput']:.2f} of {agg['request_throughput']:.2f} finished requests/s")
+
+
 def history_tabs(run: History, records: list[StepRecord]) -> None:
     """Views over the whole history so far; only the open tab is computed."""
     names = ["Timeline", "Metrics", "Generated text", "Event log", "Replay"]
@@ -152,6 +183,7 @@ def history_tabs(run: History, records: list[StepRecord]) -> None:
             chart(timeline.requests_figure(records, num_steps, ms_until), "timeline")
     with tabs[1]:
         if tabs[1].open:
+            slo_summary(run, records)
             chart(timeline.metrics_figure(records, num_steps, ms_until), "metrics")
             chart(timeline.latency_figure(records), "latency")
     with tabs[2]:

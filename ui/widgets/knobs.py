@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from engine import EngineConfig
-from engine.config import KNOB_CHOICES, KNOB_HELP, LIVE_KNOBS
+from engine.config import KNOB_CHOICES, KNOB_HELP, LIVE_KNOBS, SLO_KNOBS
 from engine.hardware import SUGGESTED
 from ui.session import exclusive, session
 
@@ -28,7 +28,7 @@ class Knob:
     """How one EngineConfig field is shown: an int/float range, a toggle, a choice or free text."""
 
     name: str
-    kind: str  # 'int', 'float', 'bool', 'choice', 'deployment' or 'text'
+    kind: str  # 'int', 'float', 'target' (a float or none), 'bool', 'choice', 'deployment' or 'text'
     low: float = 0
     high: float = 0
     step: float = 1
@@ -38,7 +38,8 @@ class Knob:
 # (low, high, step) of every number knob's widget. max_model_len 0 stands for None: the model's limit.
 RANGES = {"seed": (0, 2**31 - 1, 1), "max_model_len": (0, 1_000_000, 64), "block_size": (1, 256, 1),
           "num_gpu_blocks": (1, 2048, 4), "num_cpu_blocks": (0, 2048, 4), "max_num_batched_tokens": (1, 8192, 16),
-          "max_num_seqs": (1, 256, 1), "long_prefill_token_threshold": (0, 8192, 8), "watermark": (0.0, 0.9, 0.01)}
+          "max_num_seqs": (1, 256, 1), "long_prefill_token_threshold": (0, 8192, 8), "watermark": (0.0, 0.9, 0.01),
+          "slo_ttft_ms": (1.0, 1e6, 50.0), "slo_tpot_ms": (0.1, 1e5, 5.0), "slo_percentile": (1.0, 100.0, 1.0)}
 MODEL_KNOBS = ("model", "device", "dtype", "seed", "max_model_len")  # what runs, rather than how it is scheduled
 PRICING_KNOBS = ("deployment",)  # what a step is priced as
 
@@ -52,19 +53,25 @@ def _knob(field: dataclasses.Field) -> Knob:
     if tp is bool:
         return Knob(name, "bool")
     if name in RANGES:
-        return Knob(name, "float" if tp is float else "int", *RANGES[name])
+        kind = "int" if tp is int else "float" if tp is float else "target"  # float | None: a target or none
+        return Knob(name, kind, *RANGES[name])
     return Knob(name, "text")
 
 
 # Every knob by name, in the config's order.
 KNOBS = {field.name: _knob(field) for field in dataclasses.fields(EngineConfig)}
-_LIVE = sorted(LIVE_KNOBS, key=lambda k: (k != "engine_preset", list(KNOBS).index(k)))  # the preset leads its rules
+# The scheduler's live rules, the preset leading them; the SLO knobs are live too, but judge rather than schedule.
+_LIVE = sorted(LIVE_KNOBS - set(SLO_KNOBS), key=lambda k: (k != "engine_preset", list(KNOBS).index(k)))
 
 # title -> (what a change does, the knobs)
 GROUPS: dict[str, tuple[str, tuple[Knob, ...]]] = {
     "Scheduler (live)": ("A change applies from the next step and is kept in the run's history. An engine "
                          "preset sets the rules below it together; change any of them after it.",
                          tuple(KNOBS[k] for k in _LIVE)),
+    "Service-level objectives (live)": ("What each request is judged by: its first token within the TTFT "
+                                        "target, each later one within the TPOT target (in ms; empty: none). "
+                                        "The metrics report attainment and goodput.",
+                                        tuple(KNOBS[k] for k in SLO_KNOBS)),
     "Price steps as (restarts the run)": ("This machine's own wall time, or a model on a GPU: every step the "
                                           "engine runs is then priced on it (modeled, engine/hardware.py). "
                                           "Type any model@[N x]gpu[+link].", tuple(KNOBS[k] for k in PRICING_KNOBS)),
@@ -116,6 +123,9 @@ def knob_widget(knob: Knob, key: str | None = None, **extra) -> None:
     label = knob.name
     if knob.kind == "int":
         st.number_input(label, min_value=int(knob.low), max_value=int(knob.high), step=int(knob.step), **args)
+    elif knob.kind == "target":
+        st.number_input(label, min_value=float(knob.low), max_value=float(knob.high), step=float(knob.step),
+                        placeholder="no target", **args)
     elif knob.kind == "float":
         st.slider(label, min_value=float(knob.low), max_value=float(knob.high), step=float(knob.step), **args)
     elif knob.kind == "bool":

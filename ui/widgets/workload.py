@@ -11,6 +11,8 @@ from typing import TypeVar
 
 import streamlit as st
 
+from engine.hardware import SUGGESTED
+from engine.load import DEFAULT_SCALE, TRACES, RateSpec, TraceSpec
 from engine.workload import (
     PRESETS,
     GeneratorSpec,
@@ -26,17 +28,37 @@ T = TypeVar("T")
 
 
 @exclusive
-def _load(source: WorkloadSource) -> None:
-    """Start again at step 0 on the source's workload, under the knobs now shown."""
+def _load(source: WorkloadSource, **knobs) -> None:
+    """Start again at step 0 on the source's workload, under the knobs now shown (and any given)."""
     s = session()
     items = source.items()
     try:
-        s.run.reset(s.run.config_next(), items)
+        s.run.reset(s.run.config_next().with_changes(**knobs), items)
     except ValueError as exc:
         s.flash("error", f"The {source.label} could not be loaded: {exc}. The current run is kept.")
         return
     s.source = source
-    s.flash("success", f"Loaded the {source.label} ({len(items)} requests); the run restarted at step 0.")
+    s.flash("success", f"Loaded the {source.label} ({len(items)} requests); the run restarted at step 0."
+            + (f" Its requests arrive by time, so steps are priced as **{knobs['deployment']}**." if knobs else ""))
+
+
+LOAD_KINDS = {**{name: f"trace {name}" for name in TRACES}, "rate": "drawn at a rate (gamma arrivals)"}
+
+
+def _on_load_in_time() -> None:
+    s = session()
+    w = s.widget
+    kind, rate = w("load_kind"), w("load_rate")
+    try:
+        spec = TraceSpec(kind, rate=rate or None, duration_s=w("load_duration"), length_scale=w("load_scale")) \
+            if kind in TRACES else RateSpec(rate=rate or 4.0, cv=w("load_cv"), duration_s=w("load_duration"),
+                                            length_scale=w("load_scale"), seed=w("load_seed"))
+    except ValueError as exc:
+        s.flash("error", f"The load settings are not valid: {exc}. The current run is kept.")
+        return
+    # Arrivals by time sit on a deployment's modeled clock: price the run on one if it has none.
+    priced = {} if s.run.config_next().deployment else {"deployment": SUGGESTED[0]}
+    _load(WorkloadSource(load=spec), **priced)
 
 
 def _on_preset() -> None:
@@ -121,6 +143,23 @@ def _generator() -> None:
         st.form_submit_button("Generate", on_click=_on_generate, width="stretch")
 
 
+def _load_in_time() -> None:
+    with st.form("load_in_time", border=False):
+        st.selectbox("source", list(LOAD_KINDS), format_func=LOAD_KINDS.get, key="load_kind",
+                     help="The Azure LLM inference trace 2023 (Microsoft, CC-BY 4.0): real lengths and arrival "
+                          "times of conversation and code requests; or requests drawn at a rate.")
+        st.number_input("requests / s", 0.0, 1000.0, 4.0, 0.5, key="load_rate",
+                        help="A trace is rescaled to this average rate (0: its own timing).")
+        st.number_input("seconds", 1.0, 3600.0, 30.0, 5.0, key="load_duration")
+        st.number_input("length scale", 0.01, 1.0, DEFAULT_SCALE, 0.01, key="load_scale",
+                        help="Real prompts (median about 1,000 tokens) are longer than the model's 512 positions: "
+                             "lengths are scaled by this to fit, and the deployment prices them at full size.")
+        st.number_input("burstiness (cv)", 0.05, 10.0, 1.0, 0.25, key="load_cv",
+                        help="For drawn arrivals: the gaps' coefficient of variation (1: Poisson; more: bursts).")
+        st.number_input("seed", 0, 2**31 - 1, 0, key="load_seed", help="For drawn arrivals and lengths.")
+        st.form_submit_button("Load", on_click=_on_load_in_time, width="stretch")
+
+
 def _add_request() -> None:
     with st.form("add_request", border=False, clear_on_submit=False):
         st.text_area("prompt", "ROMEO:\nWhat say you, friar?", key="add_prompt", height=80)
@@ -151,6 +190,8 @@ def workload_panel() -> None:
         _presets()
     with st.expander("Random workload"):
         _generator()
+    with st.expander("Load in time: a trace or a rate"):
+        _load_in_time()
     with st.expander("Add one request"):
         _add_request()
     with st.expander("Upload / download"):
