@@ -275,7 +275,8 @@ KNOB_HELP = {
     "slo_ttft_ms": "SLO: time to first token each request should meet, in ms (none: no target); judged, never "
                    "scheduled by",
     "slo_tpot_ms": "SLO: time per output token after the first, in ms (none: no target)",
-    "slo_percentile": "the run meets its SLO when this % of finished requests meet every target (90: a p90 SLO)",
+    "slo_percentile": "the run meets its SLO when this percentage of finished requests meet every target "
+                      "(90: a p90 SLO)",
     "kv_allocation": "'paged' (a page at a time, anywhere) or 'contiguous' (one run sized for the longest "
                      "possible output, reserved at admission)",
 }

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from engine import Engine, EngineConfig, load_model
-from engine.metrics import METRICS
-from engine.workload import WorkloadItem, submit
+from engine.metrics import METRICS, Slo
+from engine.workload import WorkloadItem, WorkloadSource, submit
 from lab.charts.style import Subplots
 from lab.metrics import run_metrics
 from lab.scenario import parse_knob
@@ -42,6 +42,9 @@ SUGGESTED = {
     "deployment": "llama-3.1-8b@h100-sxm, llama-3.1-8b@a100-80gb, llama-3.1-8b@l4",
     "kv_allocation": "paged, contiguous",
 }
+# Not an engine knob: the offered load of the lab's trace or drawn workload (engine/load.py).
+RATE = "rate"
+RATE_VALUES = "1, 2, 4, 8, 16"
 MAX_VALUES = 8
 MAX_STEPS = 5_000  # per run; a run still going then is reported as unfinished
 
@@ -49,13 +52,21 @@ MAX_STEPS = 5_000  # per run; a run still going then is reported as unfinished
 COLUMNS = tuple(METRICS[m] for m in (
     "ttft_steps.p50", "ttft_steps.p95", "itl_steps.p95", "itl_steps.max", "e2e_steps.p95", "num_steps",
     "throughput_tokens_per_step", "throughput_tokens_per_s", "ttft_ms.p95", "itl_ms.p95", "num_preemptions",
-    "num_recomputed_tokens", "peak_kv_cache_usage_perc", "num_requests_rejected"))
+    "num_recomputed_tokens", "peak_kv_cache_usage_perc", "num_requests_rejected", "request_throughput", "goodput",
+    "slo_attainment", "ttft_ms.p90", "tpot_ms.p90"))
 # Figure panels: (title, [(line name, metric id)]).
 PANELS = (
     ("Time to first token (steps)", [("p50", "ttft_steps.p50"), ("p95", "ttft_steps.p95")]),
     ("Inter-token latency (steps)", [("p95", "itl_steps.p95"), ("max", "itl_steps.max")]),
     ("Throughput (tokens per step)", [("tokens/step", "throughput_tokens_per_step")]),
     ("Repeated work", [("preemptions", "num_preemptions"), ("recomputed tokens", "num_recomputed_tokens")]),
+)
+# Under a load in time the panels are a serving engineer's: what was served against the SLO, and the tails.
+LOAD_PANELS = (
+    ("Served (requests/s)", [("throughput", "request_throughput"), ("goodput", "goodput")]),
+    ("SLO attainment", [("attainment", "slo_attainment")]),
+    ("Time to first token p90 (ms)", [("TTFT p90", "ttft_ms.p90")]),
+    ("Time per output token p90 (ms)", [("TPOT p90", "tpot_ms.p90")]),
 )
 LINE_COLORS = ("#0072B2", "#D55E00")
 LINE_DASHES = ("solid", "dash")  # where two lines coincide, the dashed one still shows the other
@@ -64,8 +75,8 @@ LINE_DASHES = ("solid", "dash")  # where two lines coincide, the dashed one stil
 def parse_values(knob: str, text: str, base: EngineConfig) -> list:
     """The comma-separated values of a sweep, each checked as the engine checks it.
     ValueError names the knob and the value that is wrong."""
-    if knob not in SUGGESTED:
-        raise ValueError(f"a sweep can vary {', '.join(SUGGESTED)}; not {knob!r}")
+    if knob not in SUGGESTED and knob != RATE:
+        raise ValueError(f"a sweep can vary {', '.join(SUGGESTED)} (or the rate of a load in time); not {knob!r}")
     items = [item.strip() for item in text.split(",") if item.strip()]
     if not items:
         raise ValueError(f"give the values of {knob} to try, separated by commas, e.g. {SUGGESTED[knob]}")
@@ -74,8 +85,9 @@ def parse_values(knob: str, text: str, base: EngineConfig) -> list:
     values = []
     for item in items:
         try:
-            value = parse_knob(knob, item)
-            dataclasses.replace(base, **{knob: value})  # validates, with every other knob as it is
+            value = _rate(item) if knob == RATE else parse_knob(knob, item)
+            if knob != RATE:
+                dataclasses.replace(base, **{knob: value})  # validates, with every other knob as it is
         except ValueError as exc:
             raise ValueError(f"{knob} = {item!r} cannot be run: {exc}") from None
         if value not in values:
@@ -90,16 +102,31 @@ class SweepPoint:
     finished: bool
 
 
-def run_sweep(base: EngineConfig, workload: list[WorkloadItem], knob: str, values: list,
+def _rate(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1000:
+        raise ValueError("a rate is a number of requests/s in (0, 1000]")
+    return value
+
+
+def run_sweep(base: EngineConfig, workload: list[WorkloadItem] | WorkloadSource, knob: str, values: list,
               progress: Callable[[int], None] = lambda done: None, max_steps: int = MAX_STEPS) -> list[SweepPoint]:
-    """One fresh engine per value, each run to the end; progress(i) after the i-th run."""
+    """One fresh engine per value, each run to the end; progress(i) after the i-th run. A rate sweep
+    needs the workload's source (a trace or a drawn load), redrawn at each rate."""
     loaded = load_model(base.model, base.device, base.dtype)  # cached: every run shares the weights
     points = []
     for value in values:
-        engine = Engine(dataclasses.replace(base, **{knob: value}), loaded)
-        submit(engine, workload)
+        if knob == RATE:
+            if not isinstance(workload, WorkloadSource) or workload.load is None:
+                raise ValueError("a rate sweep needs a load in time (a trace or requests at a rate) as the workload")
+            config, items = base, dataclasses.replace(workload.load, rate=value).items()
+        else:
+            config = dataclasses.replace(base, **{knob: value})
+            items = workload.items() if isinstance(workload, WorkloadSource) else workload
+        engine = Engine(config, loaded)
+        submit(engine, items)
         records = engine.run(max_steps)
-        points.append(SweepPoint(value, run_metrics(records), not engine.has_unfinished_requests()))
+        points.append(SweepPoint(value, run_metrics(records, Slo.of(config)), not engine.has_unfinished_requests()))
         progress(len(points))
     return points
 
@@ -120,14 +147,14 @@ def _title(title: str, lines: list[tuple[str, str]]) -> str:
     return f"{title}  {key}"
 
 
-def figure(knob: str, points: list[SweepPoint], current: object = None) -> go.Figure:
+def figure(knob: str, points: list[SweepPoint], current: object = None, panels: tuple = PANELS) -> go.Figure:
     """Small multiples, the knob's values on every x axis in the order they were given; a grey
     band marks `current` (the lab's own value) where it is one of them."""
     rows = table(knob, points)
     x = [row[knob] for row in rows]
-    fig = Subplots(rows=2, cols=2, titles=[_title(title, lines) for title, lines in PANELS], vertical_spacing=0.16,
+    fig = Subplots(rows=2, cols=2, titles=[_title(title, lines) for title, lines in panels], vertical_spacing=0.16,
                    horizontal_spacing=0.1)
-    for i, (_, lines) in enumerate(PANELS):
+    for i, (_, lines) in enumerate(panels):
         hover = "%{x}<br>%{fullData.name}: %{y:.3g}<extra></extra>"
         fig.add([go.Scatter(x=x, y=[row[METRICS[m].heading] for row in rows], name=name, mode="lines+markers",
                             line=dict(color=color, dash=dash), hovertemplate=hover)

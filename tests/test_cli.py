@@ -115,7 +115,7 @@ def test_bad_file_line_is_named(capsys, tiny_llama, tmp_path):
 @pytest.mark.parametrize(("argv", "words"), [
     (["missing.jsonl"], "not found"),
     (["work.txt"], "name the file .jsonl or .csv"),
-    ([], "give a workload file or --preset"),
+    ([], "give one workload: a file, --preset NAME"),
     (["--preset", "chat_mix", "--model", "/no/such/model"], "not found"),
     (["--preset", "chat_mix", "--records", "/no/such/dir/r.jsonl"], "--records"),
 ])

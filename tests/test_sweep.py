@@ -16,7 +16,8 @@ from engine.workload import PRESETS, submit
 from lab.metrics import run_metrics
 from lab.sweep import COLUMNS, MAX_VALUES, PANELS, SUGGESTED, figure, parse_values, run_sweep, table
 
-WALL_TIME = {"throughput (tokens/s)", "TTFT p95 (ms)", "ITL p95 (ms)"}  # this machine's wall time
+WALL_TIME = {"throughput (tokens/s)", "TTFT p95 (ms)", "ITL p95 (ms)", "request throughput (requests/s)",
+             "TTFT p90 (ms)", "TPOT p90 (ms)"}  # this machine's wall time
 
 
 @pytest.fixture(scope="module")
@@ -122,3 +123,24 @@ def test_page_runs_a_sweep_and_keeps_it_through_a_bad_one(page):
     run(page, values="16, lots")
     assert "num_gpu_blocks = 'lots' cannot be run" in page.error[0].value
     assert shown_rows(page) == rows  # the previous sweep is still there
+
+
+def test_a_rate_sweep_redraws_the_load_at_each_rate_and_finds_the_knee(base):
+    from engine.load import TraceSpec
+    from engine.workload import WorkloadSource
+    from lab.sweep import LOAD_PANELS, RATE
+
+    priced = dataclasses.replace(base, deployment="llama-3.1-8b@h100-sxm", num_gpu_blocks=128, max_num_seqs=32,
+                                 slo_ttft_ms=300, slo_tpot_ms=30)
+    source = WorkloadSource(load=TraceSpec("azure-conv", rate=2.0, duration_s=8))
+    rates = parse_values(RATE, "2, 32", priced)
+    points = run_sweep(priced, source, RATE, rates)
+    low, high = (p.metrics["aggregate"] for p in points)
+    assert low["num_steps"] and low["request_throughput"] < high["request_throughput"]
+    assert low["ttft_ms"]["p90"] < high["ttft_ms"]["p90"] and low["slo_attainment"] > high["slo_attainment"]
+    fig = figure(RATE, points, 2.0, LOAD_PANELS)
+    assert [t.name for t in fig.data] == [line for _, lines in LOAD_PANELS for line, _ in lines]
+    with pytest.raises(ValueError, match="load in time"):
+        run_sweep(priced, PRESETS["burst"](), RATE, [1.0])
+    with pytest.raises(ValueError, match="requests/s"):
+        parse_values(RATE, "0", priced)

@@ -49,8 +49,8 @@ def test_round_trip(fmt, workload):
 
 def test_dump_is_readable():
     text = dump_workload([WorkloadItem("ROMEO:", max_tokens=5, ignore_eos=True)], "csv")
-    assert text == ("prompt,max_tokens,priority,arrival_step,temperature,ignore_eos,arrival_ms\r\n"
-                    "ROMEO:,5,0,0,0.0,true,\r\n")
+    assert text == ("prompt,max_tokens,priority,arrival_step,temperature,ignore_eos,arrival_ms,prompt_tokens,"
+                    "length_scale\r\nROMEO:,5,0,0,0.0,true,,,1.0\r\n")
 
 
 def test_csv_defaults_and_column_subset():

@@ -10,14 +10,30 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from lab.sweep import COLUMNS, MAX_STEPS, SUGGESTED, figure, parse_values, run_sweep, table
+from lab.sweep import (
+    COLUMNS,
+    LOAD_PANELS,
+    MAX_STEPS,
+    PANELS,
+    RATE,
+    RATE_VALUES,
+    SUGGESTED,
+    figure,
+    parse_values,
+    run_sweep,
+    table,
+)
 from ui.draw import CSS, chart
 from ui.session import session
 from ui.widgets import presenter
 
 
+def _suggested(knob: str) -> str:
+    return RATE_VALUES if knob == RATE else SUGGESTED[knob]
+
+
 def _on_knob() -> None:
-    session().set_widget("sweep_values", SUGGESTED[session().widget("sweep_knob")])
+    session().set_widget("sweep_values", _suggested(session().widget("sweep_knob")))
 
 
 def _run() -> None:
@@ -30,17 +46,19 @@ def _run() -> None:
     except ValueError as exc:
         st.error(f"The sweep did not run: {exc}.")
         return
-    items = s.run.items()
+    # A load in time is redrawn per rate, and run as it is for any other knob (plus requests added by hand).
+    workload = s.source if s.source.load is not None and s.run.items() == s.source.items() else s.run.items()
     bar = st.progress(0.0, text=f"Running the workload with {len(values)} values of {knob}…")
     try:
-        points = run_sweep(base, items, knob, values, progress=lambda done: bar.progress(done / len(values)))
+        points = run_sweep(base, workload, knob, values, progress=lambda done: bar.progress(done / len(values)))
     except ValueError as exc:  # e.g. the lab's model cannot be loaded
         st.error(f"The sweep did not run: {exc}.")
         return
     finally:
         bar.empty()
-    current = getattr(base, knob)
-    s.sweep = dict(knob=knob, points=points, current=current, requests=len(items), workload=s.source.label)
+    current = s.source.load.rate if knob == RATE else getattr(base, knob)
+    s.sweep = dict(knob=knob, points=points, current=current, requests=len(s.run.items()), workload=s.source.label,
+                   panels=LOAD_PANELS if s.source.load is not None else PANELS)
 
 
 def results(sweep: dict) -> None:
@@ -50,9 +68,11 @@ def results(sweep: dict) -> None:
     if unfinished:
         st.warning(f"Not finished after {MAX_STEPS} steps: {knob} = {', '.join(unfinished)}. Their numbers "
                    "cover only the steps run.")
-    st.caption(f"The lab's current value is **{sweep['current']}** (shaded where it was swept). Latencies are in "
-               "engine steps, the same on every machine; tokens/s and milliseconds are this machine's.")
-    chart(figure(knob, points, sweep["current"]), "sweep")
+    priced = points[0].metrics["aggregate"]["mfu"] is not None
+    st.caption(f"The lab's current value is **{sweep['current']}** (shaded where it was swept). Latencies in "
+               "engine steps are the same on every machine; milliseconds and tokens/s are "
+               + ("modeled on the deployment." if priced else "this machine's wall time."))
+    chart(figure(knob, points, sweep["current"], sweep["panels"]), "sweep")
     formats = {m.heading: st.column_config.NumberColumn(format="%.3g") for m in COLUMNS}
     st.dataframe(pd.DataFrame(table(knob, points)), hide_index=True, key="sweep_table", column_config=formats)
 
@@ -71,12 +91,16 @@ def page() -> None:
     except ValueError as exc:  # the lab's model cannot be loaded: there is nothing to sweep
         st.error(f"The lab could not start its engine: {exc}")
         return
-    if not s.has_widget("sweep_knob"):
-        s.set_widget("sweep_knob", next(iter(SUGGESTED)))
+    knobs = ([RATE] if s.source.load is not None else []) + list(SUGGESTED)  # under load, its rate first
+    if s.widget("sweep_knob") not in knobs:
+        s.set_widget("sweep_knob", knobs[0])
+        s.set_widget("sweep_values", _suggested(knobs[0]))
     if not s.has_widget("sweep_values"):
-        s.set_widget("sweep_values", SUGGESTED[s.widget("sweep_knob")])
+        s.set_widget("sweep_values", _suggested(s.widget("sweep_knob")))
+    st.caption(f"Workload: **{s.source.label}**, {len(s.run.items())} requests.")
     left, middle, right = st.columns([1.2, 2, 0.8], vertical_alignment="bottom")
-    left.selectbox("Knob", list(SUGGESTED), key="sweep_knob", on_change=_on_knob)
+    left.selectbox("Knob", knobs, key="sweep_knob", on_change=_on_knob,
+                   format_func=lambda k: "offered rate (requests/s)" if k == RATE else k)
     middle.text_input("Values, separated by commas", key="sweep_values",
                       help="Numbers, true/false or choices as the knob takes them; up to 8 values.")
     if right.button("Run the sweep", type="primary", key="sweep_run", icon=":material/play_arrow:", width="stretch"):
