@@ -104,3 +104,13 @@ def test_pricing_quick(tmp_path):
     assert run["priced_over_plain"] == pytest.approx(run["step_ms_p50_priced"] / run["step_ms_p50_plain"])
     assert 0 < run["pricing_share_of_step"] < 1
     assert set(data["step_cost_us"]) == {"1", "16", "64"} and all(v > 0 for v in data["step_cost_us"].values())
+
+
+def test_load_quick(tmp_path):
+    from bench import load
+
+    load.main(["--quick", "--out", str(tmp_path)])
+    data = _read(tmp_path, "load")
+    run = data["median_run"]
+    assert run["requests"] == 20 and run["steps"] > 0 and run["wall_s"] > 0
+    assert run["ms_per_step"] == pytest.approx(1000 * run["wall_s"] / run["steps"])
