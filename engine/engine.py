@@ -170,7 +170,7 @@ class Engine:
             if batch else {}
         t3 = time.perf_counter()
         timings = StepTimings((t1 - t0) * 1000, (t3 - t2) * 1000, (t2 - t1) * 1000)
-        cost = self._price(batch, out.swaps, events)
+        cost = self._price(batch, events)
         self.clock_ms += timings.total_ms if cost is None else cost.total_ms
         chunks = [self._advance(req, n, sampled.get(req.request_id), events) for req, n in batch]
         self.counters["num_preemptions"] += len(out.preempted)
@@ -184,24 +184,28 @@ class Engine:
         self.step_index += 1
         return record
 
-    def _price(self, batch: list[tuple[Request, int]], swaps: list, events: list[Event]) -> StepCost | None:
+    def _price(self, batch: list[tuple[Request, int]], events: list[Event]) -> StepCost | None:
         """The step on the deployment: each request's new tokens against its cached context, plus
-        the swap copies; the reasons of swaps and recomputes gain what they cost there."""
+        the swap copies (read off the step's swap events); the reasons of swaps and recomputes gain
+        what they cost there."""
         if self.deployment is None:
             return None
         dep, block_size = self.deployment, self.config.block_size
-        swapped = sum(len(pairs) for _, pairs in swaps) * block_size
-        # A request whose lengths were scaled to fit the small model is priced at its real size.
+
+        def real(tokens: float, e: Event) -> float:  # a request scaled to fit the small model, at full size
+            return tokens / self.requests[e.request_id].length_scale
+
+        copies = [(i, e, real(len(e.data["blocks"]) * block_size, e)) for i, e in enumerate(events)
+                  if e.kind in ("swapped_out", "swapped_in")]
         cost = dep.step_cost([(n / req.length_scale, req.num_computed_tokens / req.length_scale)
-                              for req, n in batch], swapped)
+                              for req, n in batch], sum(tokens for _, _, tokens in copies))
+        for i, e, tokens in copies:
+            cost_text = (f"{tokens * dep.kv_bytes_per_token / 1e6:.1f} MB of KV at {dep.model}'s size, "
+                         f"{dep.swap_ms(tokens) * 1000:.0f} us over {dep.host_link} (modeled)")
+            events[i] = Event(e.kind, e.request_id, f"{e.reason}; {cost_text}", e.data)
         for i, e in enumerate(events):
-            if e.kind in ("swapped_out", "swapped_in"):
-                tokens = len(e.data["blocks"]) * block_size
-                cost_text = (f"{tokens * dep.kv_bytes_per_token / 1e6:.1f} MB of KV at {dep.model}'s size, "
-                             f"{dep.swap_ms(tokens) * 1000:.0f} us over {dep.host_link} (modeled)")
-                events[i] = Event(e.kind, e.request_id, f"{e.reason}; {cost_text}", e.data)
-            elif e.kind == "recompute_started":
-                alone = dep.step_cost([(e.data["tokens"], 0)]).total_ms
+            if e.kind == "recompute_started":
+                alone = dep.step_cost([(real(e.data["tokens"], e), 0)]).total_ms
                 events[i] = Event(e.kind, e.request_id, f"{e.reason}; about {alone:.1f} ms of prefill on "
                                   f"{dep.name} if it ran alone (modeled)", e.data)
         return cost

@@ -162,4 +162,5 @@ class RateSpec:
 
     @property
     def label(self) -> str:
-        return f"{self.rate:g} req/s (cv {self.cv:g}, {self.duration_s:g} s, seed {self.seed})"
+        return (f"{self.rate:g} req/s (cv {self.cv:g}, {self.duration_s:g} s, lengths x{self.length_scale:g}, "
+                f"seed {self.seed})")

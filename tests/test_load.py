@@ -139,3 +139,20 @@ def test_the_cli_runs_a_trace_and_writes_metrics_named_as_the_serving_benchmark(
                              + (["--deployment", DEPLOYMENT] if said else []) + (["--duration-s", "1"]),
                              capture_output=True, text=True, timeout=300)
         assert bad.returncode == 2 and (said or "--deployment") in bad.stderr, bad.stderr
+
+
+def test_a_scaled_request_is_priced_at_full_size_its_swaps_included(lab_model):
+    from engine.hardware import Deployment
+
+    engine = Engine(EngineConfig(model=lab_model, deployment=DEPLOYMENT, num_gpu_blocks=24, block_size=8,
+                                 preemption_mode="swap", max_num_seqs=16))
+    submit(engine, TraceSpec("azure-conv", rate=16.0, duration_s=3, length_scale=0.1).items())
+    records = engine.run()
+    dep = Deployment.parse(DEPLOYMENT)
+    copied = [r for r in records if any(e.kind in ("swapped_out", "swapped_in") for e in r.events)]
+    assert copied, "the pool was meant to be tight enough to swap"
+    for r in copied:
+        blocks = sum(len(e.data["blocks"]) for e in r.events if e.kind in ("swapped_out", "swapped_in"))
+        assert r.modeled.parts["swap"] == pytest.approx(dep.swap_ms(blocks * 8 / 0.1))
+        batch = [(c.num_tokens / 0.1, c.start / 0.1) for c in r.batch]
+        assert r.modeled.parts["linear"] == pytest.approx(dep.step_cost(batch).parts["linear"])
