@@ -13,7 +13,7 @@ import test_lessons
 from test_browser import assert_no_exception, button, screenshot, wait_for_step
 from test_lessons import BY_ID, finish
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, test_browser.FLAKY]
 
 # The fixtures this module shares with test_browser.py and test_lessons.py.
 server, browser, page, loaded = test_browser.server, test_browser.browser, test_browser.page, test_lessons.loaded

@@ -17,13 +17,14 @@ from test_browser import (
     VIEWPORT,
     assert_no_exception,
     button,
+    connected,
     screenshot,
     until_paused,
     wait_for_step,
     wait_for_step_at_least,
 )
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, test_browser.FLAKY]
 
 server, browser = test_browser.server, test_browser.browser  # shared with test_browser.py
 
@@ -44,6 +45,7 @@ def press(page, key: str) -> None:
     page.locator("[data-test-script-state=notRunning]").wait_for(state="attached")
     page.locator(".st-key-step button").first.wait_for()
     page.wait_for_function("() => window.labPresenterKeys !== undefined")
+    connected(page)
     page.keyboard.press(key)
 
 
