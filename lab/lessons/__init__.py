@@ -13,11 +13,12 @@ The TOML file, field by field (a bad one raises LessonError naming file and fiel
     title = "..."              seed = 0              start_step = 0
     [config]                   EngineConfig knobs, except model and seed
     [[requests]]               WorkloadItem fields (ids r0, r1, ... in this order), or instead
-                               preset = "chat_mix" or a [generator] table of GeneratorSpec fields
+                               preset = "chat_mix", a [generator] table of GeneratorSpec fields,
+                               or a [trace] table of TraceSpec fields (a real trace, by time)
     [[variants]]               name, label, config = {knob overrides}: the same workload, other knobs
     [[watch]]                  steps = [first, last], text, variant (optional)
     [[checkpoints]]            id, at_step, question, rule = {kind, request?, event?}, options?,
-                               explain?, variant?  (see RULES for the kinds)
+                               explain?, variant?, tolerance? (a fraction, for numbers; see RULES)
     [challenge]                knobs = [...], [[challenge.targets]] metric, stat, max
 
 TOML is read with ``tomllib`` (Python 3.11+); on Python 3.10 the ``tomli`` backport

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import DEFAULT_MODEL, Engine, EngineConfig, LoadedModel, load_model
+from engine.load import TraceSpec
 from engine.metrics import LATENCY_KEYS, SUMMARY_STATS
 from engine.records import EVENT_KINDS
 from engine.workload import FIELDS, PRESETS, GeneratorSpec, WorkloadError, WorkloadItem, WorkloadSource, submit
@@ -234,10 +235,18 @@ def _parse_variant(t: _Table, base: dict) -> Variant:
 
 
 def _parse_workload(t: _Table, lesson_id: str) -> tuple[WorkloadSource, list[str] | None]:
-    """Exactly one of: [[requests]], preset = "name", [generator]. Returns it and, if known, the request ids."""
-    given = [k for k in ("requests", "preset", "generator") if k in t.data]
+    """Exactly one of: [[requests]], preset = "name", [generator], [trace]. Returns it and, if known,
+    the request ids."""
+    given = [k for k in ("requests", "preset", "generator", "trace") if k in t.data]
     if len(given) != 1:
-        raise t.error("requests", "give exactly one workload: [[requests]], preset or [generator]")
+        raise t.error("requests", "give exactly one workload: [[requests]], preset, [generator] or [trace]")
+    if given == ["trace"]:
+        g = t.table("trace")
+        try:
+            spec = TraceSpec(**g.data)
+        except (TypeError, ValueError) as exc:
+            raise t.error("trace", str(exc)) from None
+        return WorkloadSource(load=spec), None
     if given == ["preset"]:
         name = t.get("preset", str)
         if name not in PRESETS:
@@ -283,7 +292,10 @@ def _parse_checkpoint(t: _Table, variants: tuple[str, ...], request_ids: list[st
         raise t.error("variant", f"unknown variant {variant!r}; the lesson has {', '.join(variants)}")
     rule = _parse_rule(t.table("rule"), request_ids)
     options = _parse_options(t, rule, request_ids)
-    checkpoint = Checkpoint(cid, at_step, question, rule, options, t.get("explain", str, ""), variant)
+    tolerance = float(t.get("tolerance", (int, float), 0.0))
+    if tolerance and rule.spec.answer != "number" or not 0 <= tolerance < 1:
+        raise t.error("tolerance", f"must be a fraction in [0, 1), for a number answer only; got {tolerance!r}")
+    checkpoint = Checkpoint(cid, at_step, question, rule, options, t.get("explain", str, ""), variant, tolerance)
     t.done()
     return checkpoint
 

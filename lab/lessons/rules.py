@@ -73,6 +73,12 @@ def _prefix_hit(record: StepRecord, rule: Rule) -> int:
     return hits[0] if hits else 0
 
 
+def _priced(record: StepRecord):
+    if record.modeled is None:
+        raise AnswerError(f"step {record.step} was not priced: the rule needs a deployment (the 'deployment' knob)")
+    return record.modeled
+
+
 RULES: dict[str, RuleKind] = {
     "admitted_ids": RuleKind(
         "ids", "the requests with an 'admitted' event in this step: they left the waiting queue for the batch",
@@ -125,6 +131,23 @@ RULES: dict[str, RuleKind] = {
         "number", "the KV pages {request} holds after this step",
         lambda rec, rule: v.num_blocks if (v := rec.requests.get(rule.request)) else 0,
         events=("admitted", "blocked"), needs=("request",)),
+    "modeled_ms": RuleKind(
+        "number", "the modeled time of this step's forward pass on the run's deployment, in ms "
+        "(modeled.total_ms)",
+        lambda rec, rule: round(_priced(rec).total_ms, 2)),
+    "bound": RuleKind(
+        "choice", "what limits this step on the run's deployment: 'memory' (reading weights and KV) or "
+        "'compute' (the tensor cores) (modeled.bound)",
+        lambda rec, rule: _priced(rec).bound),
+    "swap_ms": RuleKind(
+        "number", "the modeled ms this step spends copying KV pages over the host link (modeled.swap_ms)",
+        lambda rec, rule: round(_priced(rec).swap_ms, 3), events=("swapped_out", "swapped_in")),
+    "clock_ms": RuleKind(
+        "number", "the modeled clock when this step ends, in ms (modeled.clock_ms)",
+        lambda rec, rule: round(_priced(rec).clock_ms, 1)),
+    "waiting_count": RuleKind(
+        "number", "the requests in the waiting queue after this step (stats.num_requests_waiting)",
+        lambda rec, rule: rec.stats.num_requests_waiting, events=("blocked",)),
 }
 
 
@@ -142,6 +165,7 @@ class Checkpoint:
     options: tuple[str, ...] = ()  # the choices, or the request ids to pick from
     explain: str = ""  # the lesson's own words on why, shown after the reveal
     variant: str = BASE
+    tolerance: float = 0.0  # a number answer within this fraction of the engine's counts as right
 
     @property
     def kind(self) -> str:
@@ -199,8 +223,13 @@ def grade(checkpoint: Checkpoint, record: StepRecord, user_answer: Any) -> Grade
     """Compare the student's answer with the engine's; raises AnswerError if it cannot be read."""
     right = checkpoint.answer_from(record)
     given = checkpoint.parse(user_answer)
-    correct = given == right
+    if checkpoint.kind == "number" and checkpoint.tolerance:
+        correct = abs(given - right) <= checkpoint.tolerance * abs(right)
+    else:
+        correct = given == right
     verdict = "Right" if correct else f"Not quite: you said {format_answer(given)}"
+    if checkpoint.tolerance:
+        verdict += f" (within {checkpoint.tolerance:.0%} counts)"
     lines = [f"{verdict}. The engine's answer: {format_answer(right)}.",
              f"Rule: {checkpoint.rule.describe()}.", f"Step {record.step} ran {describe_batch(record)}."]
     rule = checkpoint.rule
