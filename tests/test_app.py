@@ -14,6 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from engine.workload import WorkloadItem, dump_workload
+from ui.session import readable_lessons
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -315,3 +316,21 @@ def test_a_rejected_change_in_the_past_keeps_the_future(scripted_run):
     with pytest.raises(ValueError, match="watermark"):
         run.set_knobs(watermark=1.5)
     assert [r.without_timings() for r in run.records] == recorded and run.cursor == 4
+
+
+def test_a_cold_first_visit_is_welcomed_and_offered_lesson_1(at):
+    assert at.button(key="welcome_lesson") and "Scheduler Loop Lab" in markdown(at)
+    click(at, "welcome_lesson")
+    assert at.session_state["session"].lesson_id == next(iter(readable_lessons()))
+    assert not [b for b in at.button if b.key == "welcome_lesson"]
+
+
+def test_the_welcome_steps_aside_for_a_link_and_for_exploring(lab_model, monkeypatch, at):
+    click(at, "welcome_dismiss")
+    assert not [b for b in at.button if b.key == "welcome_dismiss"]
+    assert at.session_state["session"].lesson_id is None
+    monkeypatch.setenv("LAB_MODEL", lab_model)
+    linked = AppTest.from_file(APP, default_timeout=120)
+    linked.query_params["preset"] = "burst"
+    linked.run()
+    assert not [b for b in linked.button if b.key == "welcome_lesson"]

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from test_app import APP, click, markdown, run_of
 from test_lessons import BY_ID, LESSONS, SOLUTION, finish
 
-from lab.lessons import format_answer, load_glossary, score_challenge
+from lab.lessons import format_answer, grade, load_glossary, score_challenge
 from ui.widgets.knobs import KNOBS
 
 loaded = test_lessons.loaded  # the fixture that checks the default model, which the lessons are written for
@@ -257,3 +257,22 @@ def test_the_glossary_page_shows_every_entry():
     shown = markdown(at)
     for section in load_glossary():
         assert section.body in shown and (not section.title or f"### {section.title}" in shown)
+
+
+def test_the_learning_path_shows_time_prerequisites_and_what_is_done(lab_model, monkeypatch, loaded):
+    monkeypatch.setenv("LAB_MODEL", lab_model)
+    at = AppTest.from_function(_lessons_pages, default_timeout=120).run()
+    captions = "\n".join(c.value for c in at.caption)
+    for lesson in LESSONS:
+        assert f"about {lesson.minutes} min" in captions
+    assert "builds on 4, 9" in captions  # lesson 10: swap or recompute, after the KV cache and GPU costs
+    assert "done" not in captions and "in progress" not in captions
+    lesson = BY_ID["01_the_loop"]
+    progress = at.session_state["session"].visit(lesson.id).progress
+    for cp in lesson.checkpoints:  # every question answered right: the lesson is done
+        record = finish(loaded, lesson).records[cp.at_step]
+        progress.record(cp, cp.answer_from(record), grade(cp, record, cp.answer_from(record)))
+    at.run()
+    captions = "\n".join(c.value for c in at.caption)
+    assert f"done, {len(lesson.checkpoints)} / {len(lesson.checkpoints)} right" in captions
+

@@ -19,23 +19,15 @@ import streamlit as st
 from engine import EngineConfig
 from lab.run import default_config
 from lab.scenario import decode_scenario, encode_scenario, open_scenario, scenario_of
-from ui.session import DEFAULT_SOURCE, Session, cached_load, exclusive, lessons, session
+from ui.session import DEFAULT_SOURCE, Session, cached_load, exclusive, readable_lessons, session
 from ui.widgets import presenter
 
 LONG_LINK = 8000  # characters; longer links break in some mail and chat tools
 
 
-def _lessons() -> dict:
-    """The lessons a link may name; none if they cannot be read (the Lessons page says why)."""
-    try:
-        return lessons()
-    except ValueError:
-        return {}
-
-
 def _base(lesson_id: str | None) -> EngineConfig:
     """The config a link's knobs are relative to: the lesson's, or the lab's defaults."""
-    lesson = _lessons().get(lesson_id)
+    lesson = readable_lessons().get(lesson_id)
     defaults = default_config()
     return defaults if lesson is None else lesson.engine_config(model=defaults.model)
 
@@ -44,7 +36,7 @@ def link_params(s: Session) -> dict[str, str]:
     """The query parameters for the session's run on screen."""
     params = {}
     if not s.replaying:
-        lesson = _lessons().get(s.lesson_id)
+        lesson = readable_lessons().get(s.lesson_id)
         source = lesson.workload if lesson is not None else s.source
         params = encode_scenario(scenario_of(s.run, _base(s.lesson_id), source, s.lesson_id), _base(s.lesson_id))
     if s.presenting:
@@ -81,7 +73,8 @@ def open_link() -> None:
         s.presenting = True
     if not params or s.has_run:
         return
-    known = _lessons()
+    s.welcomed = True  # a shared link opens on what it shares, not on the welcome
+    known = readable_lessons()
     scenario, warnings = decode_scenario(params, default_config(), {i: _base(i) for i in known})
     lesson = known.get(scenario.lesson)
     own = lesson.workload if lesson is not None else DEFAULT_SOURCE  # what the link adds its requests to

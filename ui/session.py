@@ -42,6 +42,14 @@ def lessons() -> dict[str, Lesson]:
     return {lesson.id: lesson for lesson in load_lessons()}
 
 
+def readable_lessons() -> dict[str, Lesson]:
+    """The lessons, or none if they cannot be read (the Lessons page says why)."""
+    try:
+        return lessons()
+    except ValueError:
+        return {}
+
+
 @dataclass
 class Visit:
     """What the session keeps of one lesson while the student is elsewhere."""
@@ -66,6 +74,7 @@ class Session:
     knobs_shown: EngineConfig | None = None  # the knobs the sidebar was drawn with (see ui/pages/lab.py)
     aside_at: tuple[int, int] | None = None  # (cursor, steps) the lesson panel was drawn for
     link_opened: bool = False
+    welcomed: bool = False  # the first-visit welcome was shown and left, or a link or lesson opened
     presenting: bool = False
     ab: ABRun | None = None
     ab_configs: tuple[EngineConfig, EngineConfig] | None = None

@@ -11,6 +11,7 @@ instead of misleading a student.
 The TOML file, field by field (a bad one raises LessonError naming file and field)::
 
     title = "..."              seed = 0              start_step = 0
+    minutes = 10               needs = [1, 4]        (the learning path: time, lessons it builds on)
     [config]                   EngineConfig knobs, except model and seed
     [[requests]]               WorkloadItem fields (ids r0, r1, ... in this order), or instead
                                preset = "chat_mix", a [generator] table of GeneratorSpec fields,

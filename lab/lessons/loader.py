@@ -71,6 +71,12 @@ class Lesson:
     watch: tuple[Watch, ...] = ()
     variants: tuple[Variant, ...] = ()
     challenge: ChallengeSpec | None = None
+    minutes: int = 10  # about how long it takes, for the learning path
+    needs: tuple[int, ...] = ()  # the numbers of the lessons it builds on
+
+    @property
+    def number(self) -> int:
+        return int(self.id.split("_", 1)[0])
 
     @property
     def variant_names(self) -> tuple[str, ...]:
@@ -162,7 +168,13 @@ def load_lessons(directory: Path = LESSONS_DIR) -> list[Lesson]:
     paths = sorted(p for p in directory.glob("*.toml") if re.match(r"\d+_", p.name))
     if not paths:
         raise LessonError(f"{directory}: no lesson files (NN_slug.toml)")
-    return [load_lesson(p) for p in paths]
+    lessons = [load_lesson(p) for p in paths]
+    numbers = {lesson.number for lesson in lessons}
+    for lesson in lessons:
+        for need in lesson.needs:
+            if need not in numbers or need >= lesson.number:
+                raise LessonError(f"lessons/{lesson.id}.toml: field 'needs': {need} is not an earlier lesson's number")
+    return lessons
 
 
 def load_lesson(toml_path: Path) -> Lesson:
@@ -199,6 +211,10 @@ def read_sections(path: Path) -> list[Section]:
 
 def _parse_lesson(t: _Table, lesson_id: str, sections: list[Section]) -> Lesson:
     title = t.get("title", str)
+    minutes = t.get("minutes", int, 10)
+    needs = t.get("needs", list, [])
+    if minutes < 1 or not all(isinstance(n, int) and not isinstance(n, bool) for n in needs):
+        raise t.error("minutes" if minutes < 1 else "needs", "minutes must be >= 1, needs a list of lesson numbers")
     seed = t.get("seed", int, 0)
     start_step = t.get("start_step", int, 0)
     config = t.get("config", dict, {})
@@ -221,7 +237,7 @@ def _parse_lesson(t: _Table, lesson_id: str, sections: list[Section]) -> Lesson:
     challenge = _parse_challenge(c) if (c := t.table("challenge", None)) else None
     t.done()
     return Lesson(lesson_id, title, tuple(sections), config, workload, seed, start_step, checkpoints, watch,
-                  variants, challenge)
+                  variants, challenge, minutes, tuple(needs))
 
 
 def _parse_variant(t: _Table, base: dict) -> Variant:

@@ -27,6 +27,11 @@ class LessonProgress:
         """(correct, answered)."""
         return sum(g.correct for g in self.grades.values()), len(self.grades)
 
+    def complete(self, lesson) -> bool:
+        """Every question answered and, if the lesson has one, its challenge passed."""
+        answered = all(c.id in self.grades for c in lesson.checkpoints)
+        return answered and (lesson.challenge is None or (self.challenge is not None and self.challenge.passed))
+
     def restart(self) -> None:
         self.answers.clear()
         self.grades.clear()

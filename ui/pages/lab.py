@@ -22,7 +22,7 @@ from lab.run import History
 from ui import link
 from ui.draw import CSS, EVENT_TONES, chart, chip, flashes
 from ui.pages import lesson_panel
-from ui.session import exclusive, session
+from ui.session import exclusive, readable_lessons, session
 from ui.widgets import presenter
 from ui.widgets import replay as replay_widgets
 from ui.widgets.knobs import knobs_panel
@@ -271,6 +271,31 @@ def _sidebar() -> None:
     share_panel()
 
 
+def _welcomed(first_lesson: str | None = None) -> None:
+    s = session()
+    s.welcomed = True
+    if first_lesson is not None:
+        try:
+            lesson_panel.open_lesson(first_lesson)
+        except ValueError as exc:
+            s.flash("error", f"Lesson 1 could not open: {exc}")
+
+
+def welcome() -> None:
+    """A first visit, opened cold: what the lab is, in two sentences, and the way into lesson 1."""
+    first = next(iter(readable_lessons()), None)
+    with st.container(border=True, key="welcome"):
+        st.markdown("**Scheduler Loop Lab** runs a real small language model one scheduler step at a time, and "
+                    "shows every decision a serving engine such as vLLM makes: which prompts and decodes join the "
+                    "next forward pass, and what happens when the KV cache runs out. Start with lesson 1, or step "
+                    "the lab's own workload with **Step** and turn the knobs in the sidebar.")
+        left, right, _ = st.columns([1.2, 1, 3])
+        if first is not None:
+            left.button("Start lesson 1", key="welcome_lesson", type="primary", icon=":material/school:",
+                        on_click=_welcomed, args=(first,), width="stretch")
+        right.button("Explore the lab", key="welcome_dismiss", on_click=_welcomed, width="stretch")
+
+
 def page() -> None:
     """The step bar, then the live views; in a lesson, its panel to their right."""
     link.open_link()  # a shared link's scenario, on a session's first run
@@ -287,6 +312,10 @@ def page() -> None:
     st.markdown(CSS, unsafe_allow_html=True)
     flashes()
     in_lesson = s.lesson() is not None
+    if in_lesson or s.presenting or run.records:
+        s.welcomed = True
+    if not s.welcomed:
+        welcome()
     hold = lesson_panel.hold if in_lesson else None
     step_bar(hold)
     main = st.container()

@@ -20,6 +20,9 @@ def catalogue(lab: st.Page) -> None:
         st.title("Lessons")
         st.markdown("Each lesson runs a real engine beside its text. Before some steps it asks what the scheduler "
                     "will do; **lock in** a prediction and the step runs, then the engine's own record grades it.")
+        st.markdown("**The learning path.** Lessons 1 to 8 teach the loop's rules in engine steps; 9 to 12 price "
+                    "them on a GPU and put them under real load. Each card says what it builds on and about how "
+                    "long it takes; your answers are kept for this browser session.")
         try:
             lessons = all_lessons()
         except LessonError as exc:
@@ -32,10 +35,15 @@ def catalogue(lab: st.Page) -> None:
                 text, action = st.columns([4, 1], vertical_alignment="center")
                 text.markdown(f"#### {n}. {lesson.title}")
                 text.markdown(lesson.sections[0].body.split("\n\n")[0])
-                facts = [f"{len(lesson.checkpoints)} questions"]
+                facts = [f"about {lesson.minutes} min"]
+                facts += [f"builds on {', '.join(str(n) for n in lesson.needs)}"] if lesson.needs else []
+                facts += [f"{len(lesson.checkpoints)} questions"]
                 facts += [f"variants: {', '.join(x.name for x in lesson.variants)}"] if lesson.variants else []
                 facts += ["a tuning challenge"] if lesson.challenge else []
-                facts += [f"your score {right} / {answered}"] if answered else []
+                if v.progress.complete(lesson):
+                    facts.append(f":material/check_circle: done, {right} / {answered} right")
+                elif answered:
+                    facts.append(f"in progress: {answered} of {len(lesson.checkpoints)} answered, {right} right")
                 text.caption(" · ".join(facts))
                 started = v.run is not None or session().lesson_id == lesson.id
                 if action.button("Continue" if started else "Start", key=f"start_{lesson.id}", type="primary",
