@@ -201,3 +201,15 @@ def test_step_bar_keeps_its_buttons_named_on_a_narrow_screen(page):
     wait_for_step(page, 0)
     screenshot(page, "lab_narrow.png")
     assert_no_exception(page)
+
+
+def test_the_server_watches_no_files_so_a_venv_in_the_checkout_stays_quiet(server):
+    """A venv inside the checkout made Streamlit's watcher log thousands of 'Inotify queue
+    overflowed' lines; the lab never reloads on save, so it watches nothing, and git ignores it."""
+    log = SERVER_LOGS["test_browser"].read_text()
+    assert "Inotify" not in log and "Watchdog" not in log
+    import tomllib
+
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["fileWatcherType"] == "none"
+    assert ".venv/" in (ROOT / ".gitignore").read_text().split()
