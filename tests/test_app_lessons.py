@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from test_app import APP, click, markdown, run_of
 from test_lessons import BY_ID, LESSONS, SOLUTION, finish
 
-from lab.lessons import format_answer, grade, load_glossary, score_challenge
+from lab.lessons import format_answer, grade, load_glossary
 from ui.widgets.knobs import KNOBS
 
 loaded = test_lessons.loaded  # the fixture that checks the default model, which the lessons are written for
@@ -190,24 +190,28 @@ def test_changing_the_scenario_pauses_the_questions(open_lesson):
 
 
 def test_the_challenge_fails_the_start_and_passes_a_tuned_config(open_lesson, loaded):
+    """Each attempt runs the challenge's trace in an engine of its own: the run on screen and its
+    questions stay as they were, and the attempts are ranked in a table."""
     lesson_id = "08_it_depends"
-    lesson = BY_ID[lesson_id]
     at = open_lesson(lesson_id)
+    run = run_of(at)
     score = "FormSubmitter:challenge-Run to the end and score"
     click(at, score)
     result = progress(at, lesson_id).challenge
-    assert run_of(at).done and not result.passed
-    assert result == score_challenge(lesson.challenge, finish(loaded, lesson).metrics)
+    assert not result.passed and result == test_lessons.attempt(loaded)
     assert result.message in messages(at.error)
+    assert run_of(at) is run and run.next_step == 0, "scoring leaves the lesson's run alone"
+    assert "left the lesson's scenario" not in messages(at.warning), "its questions still stand"
 
     for knob, value in SOLUTION.items():
         widget(at, KNOB_WIDGETS[KNOBS[knob].kind], f"challenge_knob_{knob}").set_value(value)
     click(at, score)
-    run = run_of(at)
     result = progress(at, lesson_id).challenge
-    assert run.done and all(getattr(run.config, k) == v for k, v in SOLUTION.items())
-    assert result.passed and result == score_challenge(lesson.challenge, finish(loaded, lesson, **SOLUTION).metrics)
+    assert result.passed and result == test_lessons.attempt(loaded, **SOLUTION)
     assert result.message in messages(at.success)
+    board = next(d.value for d in at.dataframe if "knobs changed" in d.value.columns)
+    assert list(board["passed"]) == ["yes", "no"] and board["#"].tolist() == [2, 1]
+    assert run_of(at) is run and all(getattr(run.config, k) != v for k, v in SOLUTION.items() if k != "max_num_seqs")
 
 
 def test_closing_a_lesson_keeps_the_run_in_the_free_lab(open_lesson):

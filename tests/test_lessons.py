@@ -32,6 +32,7 @@ from lab.lessons import (
     load_glossary,
     load_lesson,
     load_lessons,
+    play_challenge,
     score_challenge,
     start_engine,
 )
@@ -321,18 +322,43 @@ def test_every_lesson_names_its_engine_and_what_prices_its_numbers():
 
 # ---- the challenge ----------------------------------------------------------------------------
 
-SOLUTION = {"step_order": "decode_first", "max_num_seqs": 6, "max_num_batched_tokens": 128}
+SOLUTION = {"step_order": "decode_first", "max_num_seqs": 16, "max_num_batched_tokens": 64}
+
+
+@functools.cache
+def _attempt(knobs: tuple):
+    return play_challenge(BY_ID["08_it_depends"], dict(knobs), load_model(DEFAULT_MODEL))
+
+
+def attempt(loaded, **knobs):
+    """A challenge attempt, cached: the trace takes seconds to run."""
+    return _attempt(tuple(sorted(knobs.items())))
 
 
 def test_challenge_fails_the_start_and_passes_a_tuned_config(loaded):
-    lesson = BY_ID["08_it_depends"]
-    spec = lesson.challenge
-    assert set(SOLUTION) <= set(spec.knobs)
-    start = score_challenge(spec, finish(loaded, lesson).metrics)
-    assert not start.passed and "Missed" in start.message
-    tuned = score_challenge(spec, finish(loaded, lesson, **SOLUTION).metrics)
+    """On the challenge's own trace: the lesson's prefill-first start misses both targets; decode first
+    with a small budget and more seats meets them; a big budget and many seats misses again, while
+    every setting has about the same throughput (the lesson's point: throughput does not tell)."""
+    spec = BY_ID["08_it_depends"].challenge
+    assert set(SOLUTION) <= set(spec.knobs) and spec.workload is not None and spec.score == "goodput"
+    start = attempt(loaded)
+    assert not start.passed and "Missed" in start.message and len([r for r in start.results if not r.met]) == 2
+    tuned = attempt(loaded, **SOLUTION)
     assert tuned.passed, tuned.message
-    assert all(r.met for r in tuned.results)
+    assert all(r.met for r in tuned.results) and tuned.score > start.score and tuned.knobs == SOLUTION
+    big = attempt(loaded, step_order="decode_first", max_num_seqs=32, max_num_batched_tokens=256)
+    assert not big.passed and big.score < tuned.score
+
+
+def test_the_leaderboard_ranks_passed_attempts_by_goodput(loaded):
+    progress = LessonProgress("08_it_depends")
+    start, tuned = attempt(loaded), attempt(loaded, **SOLUTION)
+    decode_first = attempt(loaded, step_order="decode_first")
+    for result in (start, decode_first, tuned):
+        progress.attempt(result)
+    assert progress.challenge is tuned
+    assert progress.leaderboard() == [tuned, decode_first, start]
+    assert progress.complete(BY_ID["08_it_depends"]) is False  # its questions are not answered yet
 
 
 def test_challenge_refuses_an_unfinished_run(loaded):
@@ -354,13 +380,13 @@ def test_progress_round_trips_through_json_and_restarts(loaded):
         record = run[checkpoint.at_step]
         answer = checkpoint.answer_from(record)
         progress.record(checkpoint, answer, grade(checkpoint, record, answer))
-    challenge = BY_ID["08_it_depends"]
-    progress.challenge = score_challenge(challenge.challenge, finish(loaded, challenge).metrics)
+    progress.attempt(attempt(loaded))
+    progress.attempt(attempt(loaded, **SOLUTION))
     restored = LessonProgress.from_dict(json.loads(json.dumps(progress.to_dict())))
     assert restored == progress
     assert restored.score() == (2, 2)
     restored.restart()
-    assert restored.score() == (0, 0) and restored.challenge is None
+    assert restored.score() == (0, 0) and restored.challenge is None and restored.attempts == []
 
 
 # ---- malformed files --------------------------------------------------------------------------

@@ -20,7 +20,9 @@ The TOML file, field by field (a bad one raises LessonError naming file and fiel
     [[watch]]                  steps = [first, last], text, variant (optional)
     [[checkpoints]]            id, at_step, question, rule = {kind, request?, event?}, options?,
                                explain?, variant?, tolerance? (a fraction, for numbers; see RULES)
-    [challenge]                knobs = [...], [[challenge.targets]] metric, stat, max
+    [challenge]                knobs = [...], score = "goodput"?, [challenge.config]? (its own knobs),
+                               [challenge.trace]? (its own workload), [[challenge.targets]] metric, stat?,
+                               max and/or min
 
 TOML is read with ``tomllib`` (Python 3.11+); on Python 3.10 the ``tomli`` backport
 stands in for it, and without either, loading says so.
@@ -37,6 +39,7 @@ from lab.lessons.loader import (
     load_glossary,
     load_lesson,
     load_lessons,
+    play_challenge,
     read_sections,
     start_engine,
 )
@@ -58,4 +61,4 @@ from lab.lessons.rules import (
 __all__ = ["BASE", "LESSONS_DIR", "RULES", "Answer", "AnswerError", "ChallengeResult", "ChallengeSpec", "Checkpoint",
            "Grade", "Lesson", "LessonError", "LessonProgress", "Rule", "Section", "Target", "TargetResult", "Variant",
            "Watch", "describe_batch", "format_answer", "grade", "load_glossary", "load_lesson", "load_lessons",
-           "read_sections", "score_challenge", "sort_ids", "start_engine"]
+           "play_challenge", "read_sections", "score_challenge", "sort_ids", "start_engine"]

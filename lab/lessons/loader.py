@@ -10,10 +10,10 @@ from typing import Any
 
 from engine import DEFAULT_MODEL, Engine, EngineConfig, LoadedModel, load_model
 from engine.load import TraceSpec
-from engine.metrics import LATENCY_KEYS, SUMMARY_STATS
+from engine.metrics import LATENCY_KEYS, METRICS, SUMMARY_STATS
 from engine.records import EVENT_KINDS
 from engine.workload import FIELDS, PRESETS, GeneratorSpec, WorkloadError, WorkloadItem, WorkloadSource, submit
-from lab.lessons.challenge import ChallengeSpec, Target
+from lab.lessons.challenge import ChallengeResult, ChallengeSpec, Target, score_challenge
 from lab.lessons.rules import BASE, RULES, Checkpoint, Rule
 
 try:
@@ -107,6 +107,23 @@ def start_engine(lesson: Lesson, variant: str = BASE, loaded: LoadedModel | None
     engine = Engine(config, loaded=loaded or load_model(config.model, config.device, config.dtype))
     submit(engine, lesson.workload.items())
     return engine
+
+
+MAX_CHALLENGE_STEPS = 20_000  # far past any challenge's end: a setting that never finishes is scored unfinished
+
+
+def play_challenge(lesson: Lesson, knobs: dict, loaded: LoadedModel | None = None) -> ChallengeResult:
+    """One attempt: the challenge's scenario (its own workload and knobs, or the lesson's) with the
+    student's knobs, in a fresh engine run to the end, scored. Raises ValueError for knobs that cannot run."""
+    spec = lesson.challenge
+    if spec is None:
+        raise ValueError(f"lesson {lesson.id!r} has no challenge")
+    model = loaded.name if loaded else DEFAULT_MODEL
+    config = lesson.engine_config(model=model, **{**spec.config, **knobs})
+    engine = Engine(config, loaded=loaded or load_model(config.model, config.device, config.dtype))
+    submit(engine, (spec.workload or lesson.workload).items())
+    engine.run(MAX_CHALLENGE_STEPS)
+    return score_challenge(spec, engine.metrics(), knobs)
 
 
 # ---- loading -----------------------------------------------------------------------------------
@@ -234,7 +251,7 @@ def _parse_lesson(t: _Table, lesson_id: str, sections: list[Section]) -> Lesson:
     if len(set(ids)) != len(ids):
         raise t.error("checkpoints", "ids must be unique")
     watch = tuple(_parse_watch(w, names) for w in t.tables("watch"))
-    challenge = _parse_challenge(c) if (c := t.table("challenge", None)) else None
+    challenge = _parse_challenge(c, config) if (c := t.table("challenge", None)) else None
     t.done()
     return Lesson(lesson_id, title, tuple(sections), config, workload, seed, start_step, checkpoints, watch,
                   variants, challenge, minutes, tuple(needs))
@@ -365,22 +382,46 @@ def _parse_watch(t: _Table, variants: tuple[str, ...]) -> Watch:
     return watch
 
 
-def _parse_challenge(t: _Table) -> ChallengeSpec:
+def _parse_challenge(t: _Table, lesson_config: dict) -> ChallengeSpec:
     knobs = tuple(t.get("knobs", list))
     known = {f.name for f in dataclasses.fields(EngineConfig)}
     for knob in knobs:
         if knob not in known:
             raise t.error("knobs", f"unknown knob {knob!r}")
-    targets = []
-    for target in t.tables("targets"):
-        metric, stat = target.get("metric", str), target.get("stat", str, "p95")
-        if metric not in LATENCY_KEYS:
-            raise target.error("metric", f"must be one of {', '.join(LATENCY_KEYS)}; got {metric!r}")
-        if stat not in SUMMARY_STATS:
-            raise target.error("stat", f"must be one of {', '.join(SUMMARY_STATS)}; got {stat!r}")
-        targets.append(Target(metric, stat, float(target.get("max", (int, float)))))
-        target.done()
+    config = t.get("config", dict, {})
+    try:
+        EngineConfig.from_dict({**lesson_config, **config})
+    except ValueError as exc:
+        raise t.error("config", str(exc)) from None
+    workload = None
+    if (trace := t.table("trace", None)) is not None:
+        try:
+            workload = WorkloadSource(load=TraceSpec(**trace.data))
+        except (TypeError, ValueError) as exc:
+            raise t.error("trace", str(exc)) from None
+    score = t.get("score", str, None)
+    if score is not None and score not in METRICS:
+        raise t.error("score", f"must be a metric ({', '.join(METRICS)}); got {score!r}")
+    targets = [_parse_target(target) for target in t.tables("targets")]
     if not targets:
         raise t.error("targets", "give at least one target")
     t.done()
-    return ChallengeSpec(tuple(targets), knobs)
+    return ChallengeSpec(tuple(targets), knobs, config, workload, score)
+
+
+def _parse_target(t: _Table) -> Target:
+    """metric = "ttft_steps" with stat = "p95", or a single-number metric such as "goodput"; max, min or both."""
+    metric, stat = t.get("metric", str), t.get("stat", str, None)
+    if metric in LATENCY_KEYS and stat is None:
+        stat = "p95"
+    metric_id = f"{metric}.{stat}" if stat else metric
+    if stat is not None and stat not in SUMMARY_STATS:
+        raise t.error("stat", f"must be one of {', '.join(SUMMARY_STATS)}; got {stat!r}")
+    if metric_id not in METRICS:
+        raise t.error("metric", f"must be a latency ({', '.join(LATENCY_KEYS)}) or a metric such as goodput; "
+                      f"got {metric!r}")
+    bounds = {k: t.get(k, (int, float), None) for k in ("max", "min")}
+    if all(v is None for v in bounds.values()):
+        raise t.error("max", "give max, min or both")
+    t.done()
+    return Target(metric_id, *(None if v is None else float(v) for v in bounds.values()))

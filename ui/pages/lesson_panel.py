@@ -9,7 +9,7 @@ The panel never schedules and never knows an answer in advance. A question is as
 when the run's history ends just before its step; "Lock in" runs that one step on
 the engine and grades the answer against the StepRecord it produced
 (``lab.lessons.grade``). The challenge runs the workload to the end and scores the
-engine's own metrics (``score_challenge``).
+engine's own metrics in a fresh run of its own (``play_challenge``).
 
     open_lesson(lesson_id)   make the session's run the lesson's (or the one left in it)
     follows(lesson, run)     the variant the run follows, or None and how it departs from the lesson
@@ -19,8 +19,10 @@ engine's own metrics (``score_challenge``).
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
+from engine.metrics import METRICS
 from lab.lessons import (
     BASE,
     AnswerError,
@@ -29,14 +31,12 @@ from lab.lessons import (
     Lesson,
     format_answer,
     grade,
-    score_challenge,
+    play_challenge,
 )
 from lab.run import History, Run, default_config
 from lab.scenario import LINK_LIST
 from ui.session import Visit, cached_load, exclusive, lessons, session
 from ui.widgets.knobs import KNOBS, knob_widget
-
-MAX_CHALLENGE_STEPS = 10_000  # "run to the end" stops here if a setting never lets the workload finish
 
 
 def number(lesson: Lesson) -> int:
@@ -215,19 +215,18 @@ def _challenge_key(knob: str) -> str:
     return f"challenge_knob_{knob}"
 
 
-@exclusive
 def _on_score(lesson_id: str) -> None:
-    """Re-run the workload from step 0 with the chosen knobs (the others as the lesson sets them),
-    to the end, and score the engine's metrics."""
+    """One attempt: the challenge's scenario with the chosen knobs, in a fresh engine run to the
+    end beside the one on screen (which, with its questions, is left as it was), then scored."""
     lesson, v = lessons()[lesson_id], session().visit(lesson_id)
+    base = lesson.engine_config(**lesson.challenge.config).to_dict()
     chosen = {knob: session().widget(_challenge_key(knob)) for knob in lesson.challenge.knobs}
+    changed = {k: value for k, value in chosen.items() if value != base[k]}
+    config = lesson.engine_config(model=default_config().model)
     try:
-        run = _start(lesson, BASE, **chosen)
+        v.progress.attempt(play_challenge(lesson, changed, cached_load(config.model, config.device, config.dtype)))
     except ValueError as exc:
-        v.notice = f"These settings cannot run: {exc}. Nothing was scored; the run on screen is kept."
-        return
-    run.step(MAX_CHALLENGE_STEPS)
-    v.progress.challenge = score_challenge(lesson.challenge, run.engine.metrics())
+        v.notice = f"These settings cannot run: {exc}. Nothing was scored; your attempts are kept."
 
 
 # ---- the panel ----------------------------------------------------------------------------------
@@ -338,16 +337,17 @@ def _text(lesson: Lesson, v: Visit) -> None:
 
 
 def _challenge(lesson: Lesson, v: Visit) -> None:
-    """The allowed knobs, a button that runs the workload to the end, and the engine's score."""
+    """The allowed knobs, a button that runs the challenge to the end, the score and the attempts."""
     spec = lesson.challenge
-    base = lesson.engine_config()
+    base = lesson.engine_config(**spec.config)
     with st.container(border=True, key="lesson_challenge"):
         st.markdown("#### :material/flag: Challenge")
-        st.markdown("\n".join(f"- **{t.stat} {t.metric}** at most {t.max:g}" for t in spec.targets))
-        locked = [f"{k} = {base.to_dict()[k]}" for k in lesson.config if k not in spec.knobs]
-        if locked:
-            st.caption("Locked: " + ", ".join(locked) + ". Scoring re-runs the workload from step 0 with the knobs "
-                       "below and the lesson's others.")
+        st.markdown("\n".join(f"- **{METRICS[t.metric].label}** {t.goal}" for t in spec.targets))
+        scenario = spec.workload.label if spec.workload is not None else "the lesson's workload"
+        priced = f", priced on {base.deployment} (modeled)" if base.deployment else ""
+        locked = [f"{k} = {base.to_dict()[k]}" for k in {**lesson.config, **spec.config} if k not in spec.knobs]
+        st.caption(f"Each attempt runs {scenario}{priced} to the end in an engine of its own, with the knobs below: "
+                   "the sidebar's knobs and the run on screen stay as they are. Locked: " + ", ".join(locked) + ".")
         with st.form("challenge", border=False):
             for knob in spec.knobs:
                 if not session().has_widget(_challenge_key(knob)):
@@ -359,9 +359,23 @@ def _challenge(lesson: Lesson, v: Visit) -> None:
         if result is None:
             return
         st.markdown("\n".join(
-            f"- {':green[:material/check:]' if r.met else ':red[:material/close:]'} **{r.stat} {r.metric}**: "
-            f"{'none' if r.actual is None else f'{r.actual:g}'} (goal: at most {r.max:g})" for r in result.results))
+            f"- {':green[:material/check:]' if r.met else ':red[:material/close:]'} **{r.metric}**: "
+            f"{'none' if r.actual is None else f'{r.actual:.3g}'} (goal: {r.goal})" for r in result.results))
         (st.success if result.passed else st.error)(result.message)
+        _leaderboard(spec, v)
+
+
+def _leaderboard(spec, v: Visit) -> None:
+    """The student's own attempts in this session, best first."""
+    if len(v.progress.attempts) < 2:
+        return
+    metric = METRICS[spec.score] if spec.score else None
+    rows = [{"#": v.progress.attempts.index(r) + 1, "passed": "yes" if r.passed else "no",
+             **({metric.heading: None if r.score is None else round(r.score, 3)} if metric else {}),
+             "knobs changed": ", ".join(f"{k}={x}" for k, x in r.knobs.items()) or "none"}
+            for r in v.progress.leaderboard(metric.better if metric else "higher")]
+    st.markdown("##### Your attempts, best first")
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
 def _answers(lesson: Lesson, v: Visit) -> None:
