@@ -280,3 +280,20 @@ def test_the_learning_path_shows_time_prerequisites_and_what_is_done(lab_model, 
     captions = "\n".join(c.value for c in at.caption)
     assert f"done, {len(lesson.checkpoints)} / {len(lesson.checkpoints)} right" in captions
 
+
+
+def test_a_link_carries_the_lessons_done_so_a_student_can_resume(lab_model, monkeypatch, loaded):
+    monkeypatch.setenv("LAB_MODEL", lab_model)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["done"] = "1,3,99,x"
+    at.run()
+    s = at.session_state["session"]
+    assert s.lessons_done() == [1, 3]
+    assert "99, x are not lesson numbers" in messages(at.warning)
+    from ui import link
+
+    assert link.link_params(s)["done"] == "1,3"
+    lessons_page = AppTest.from_function(_lessons_pages, default_timeout=120)
+    lessons_page.session_state["session"] = s
+    lessons_page.run()
+    assert "\n".join(c.value for c in lessons_page.caption).count("done in an earlier session") == 2

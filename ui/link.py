@@ -23,6 +23,7 @@ from ui.session import DEFAULT_SOURCE, Session, cached_load, exclusive, readable
 from ui.widgets import presenter
 
 LONG_LINK = 8000  # characters; longer links break in some mail and chat tools
+PATH_PARAM = "done"  # ?done=1,2,4: the lessons finished, so a student who comes back sees their path
 
 
 def _base(lesson_id: str | None) -> EngineConfig:
@@ -41,7 +42,23 @@ def link_params(s: Session) -> dict[str, str]:
         params = encode_scenario(scenario_of(s.run, _base(s.lesson_id), source, s.lesson_id), _base(s.lesson_id))
     if s.presenting:
         params[presenter.QUERY_PARAM] = "1"
+    if done := s.lessons_done():
+        params[PATH_PARAM] = ",".join(str(n) for n in done)
     return params
+
+
+def _open_path(s: Session, value: str) -> list[str]:
+    """Mark the lessons a link says were finished; returns what could not be read."""
+    numbers = {lesson.number: lesson.id for lesson in readable_lessons().values()}
+    bad = []
+    for item in value.split(","):
+        number = int(item) if item.strip().isdigit() else None
+        if number in numbers:
+            s.visit(numbers[number]).done_before = True
+        elif item.strip():
+            bad.append(item.strip()[:20])
+    return [f"{PATH_PARAM}: {', '.join(bad)} {'is not a lesson number' if len(bad) == 1 else 'are not lesson numbers'}"
+            f" (lessons 1 to {max(numbers, default=0)})"] if bad else []
 
 
 def sync_link() -> None:
@@ -71,6 +88,9 @@ def open_link() -> None:
     params = st.query_params.to_dict()
     if params.pop(presenter.QUERY_PARAM, None) in ("1", "true", "on"):
         s.presenting = True
+    path_warnings = _open_path(s, params.pop(PATH_PARAM, ""))
+    if path_warnings:
+        s.flash("warning", "Part of this link could not be used: " + path_warnings[0])
     if not params or s.has_run:
         return
     s.welcomed = True  # a shared link opens on what it shares, not on the welcome

@@ -59,6 +59,10 @@ class Visit:
     section: int = 0  # the section of the text on screen
     run: Run | None = None  # the run left in this lesson, resumed when the student comes back
     notice: str | None = None  # a message for the panel's next draw (a bad answer, a bad knob)
+    done_before: bool = False  # finished in an earlier session, as the link it came back with says
+
+    def complete(self, lesson: Lesson) -> bool:
+        return self.done_before or self.progress.complete(lesson)
 
 
 @dataclass
@@ -124,6 +128,11 @@ class Session:
             return lessons().get(self.lesson_id)
         except LessonError:
             return None
+
+    def lessons_done(self) -> list[int]:
+        """The numbers of the lessons this student has finished, for the learning path and its link."""
+        return [lesson.number for lesson in readable_lessons().values()
+                if lesson.id in self.visits and self.visits[lesson.id].complete(lesson)]
 
     def visit(self, lesson_id: str) -> Visit:
         if lesson_id not in self.visits:

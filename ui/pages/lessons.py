@@ -22,7 +22,8 @@ def catalogue(lab: st.Page) -> None:
                     "will do; **lock in** a prediction and the step runs, then the engine's own record grades it.")
         st.markdown("**The learning path.** Lessons 1 to 8 teach the loop's rules in engine steps; 9 to 12 price "
                     "them on a GPU and put them under real load. Each card says what it builds on and about how "
-                    "long it takes; your answers are kept for this browser session.")
+                    "long it takes. Your answers are kept for this browser session, and the lab's link remembers which "
+                    "lessons you finished (`done=`), so opening it again later shows your path.")
         try:
             lessons = all_lessons()
         except LessonError as exc:
@@ -40,8 +41,9 @@ def catalogue(lab: st.Page) -> None:
                 facts += [f"{len(lesson.checkpoints)} questions"]
                 facts += [f"variants: {', '.join(x.name for x in lesson.variants)}"] if lesson.variants else []
                 facts += ["a tuning challenge"] if lesson.challenge else []
-                if v.progress.complete(lesson):
-                    facts.append(f":material/check_circle: done, {right} / {answered} right")
+                if v.complete(lesson):
+                    facts.append(f":material/check_circle: done, {right} / {answered} right" if answered else
+                                 ":material/check_circle: done in an earlier session")
                 elif answered:
                     facts.append(f"in progress: {answered} of {len(lesson.checkpoints)} answered, {right} right")
                 text.caption(" · ".join(facts))
