@@ -246,3 +246,49 @@ def test_replay_has_a_frame_per_step_matching_the_live_views(swap_run):
         live = blocks.figure(records[i], records[i - 1] if i else None)
         assert frame.data[0].z == _heatmaps(live)[0].z
         assert frame.data[4].x == queues.figure(records[: i + 1]).data[0].x
+
+
+def _long_run(tiny_llama, steps: int) -> list[StepRecord]:
+    """A run of many short requests, arriving one a step: long enough to pass every window."""
+    engine = Engine(EngineConfig(model=tiny_llama, max_num_seqs=8, num_gpu_blocks=64))
+    submit(engine, [WorkloadItem(f"r{i}: hello", max_tokens=6, arrival_step=i // 2, ignore_eos=True)
+                    for i in range(steps * 2)])
+    records = engine.run(steps)
+    assert len(records) == steps
+    return records
+
+
+def test_the_history_views_send_a_bounded_amount_on_long_runs(tiny_llama):
+    """Past the window, a run twice as long (and its queue, which grows without end here) draws the
+    same size of timeline, gauges and latencies: at most MAX_ROWS rows of RECENT_STEPS cells (ids and
+    step numbers grow a digit, so a little more text)."""
+    from lab.charts import window
+
+    records = _long_run(tiny_llama, 4 * window.RECENT_STEPS + 200)
+
+    def sizes(n: int) -> dict[str, int]:
+        part = records[:n]
+        return {"timeline": len(timeline.requests_figure(part, n).to_json()),
+                "metrics": len(timeline.metrics_figure(part, n).to_json()),
+                "latency": len(timeline.latency_figure(part).to_json())}
+
+    short, long = sizes(2 * window.RECENT_STEPS), sizes(len(records))
+    for name in ("timeline", "latency"):
+        assert long[name] < 1.25 * short[name] + 20_000, (name, short[name], long[name])
+    assert all(len(trace.x) <= window.MAX_POINTS for trace in timeline.metrics_figure(records, len(records)).data)
+    assert sum(long.values()) < 1_000_000
+    fig = timeline.requests_figure(records, len(records))
+    heat = _heatmaps(fig)[0]
+    assert len(heat.x) == window.RECENT_STEPS and heat.x[-1] == records[-1].step and len(heat.z) <= window.MAX_ROWS
+    assert fig.layout.xaxis.range[0] == records[-window.RECENT_STEPS].step - 0.5
+
+
+def test_downsampled_gauges_keep_every_peak():
+    from lab.charts.window import MAX_POINTS, peaks
+
+    xs = list(range(10 * MAX_POINTS))
+    ys = [0.0] * len(xs)
+    ys[4321] = 99.0  # one spike among ten thousand
+    px, py = peaks(xs, ys)
+    assert len(px) <= MAX_POINTS and max(py) == 99.0 and px[-1] == xs[-1]
+    assert peaks(xs[:10], ys[:10]) == (xs[:10], ys[:10])

@@ -1,16 +1,20 @@
 """The run over time: one row per request, and the engine's gauges step by step.
 
 Both figures take the history up to the step on screen plus the length of the
-whole history, so the x axis does not rescale while you scrub.
+whole history, so the x axis does not rescale while you scrub. On a long run the
+request timeline draws the last RECENT_STEPS steps and the gauges keep each
+stretch's peak (lab/charts/window.py), so what the browser receives stays bounded.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
 
 from engine.records import StepRecord
 from lab.charts.history import latest_views, moves, state_in
 from lab.charts.style import Subplots, discrete_colorscale, legend_key
+from lab.charts.window import MAX_POINTS, MAX_ROWS, RECENT_STEPS, peaks, recent
 from lab.metrics import run_metrics
 from lab.palette import STATE_COLORS, request_color
 
@@ -31,9 +35,19 @@ def _x(records: list[StepRecord], ms_until: float | None) -> tuple[list[float], 
 
 def requests_figure(records: list[StepRecord], num_steps: int, ms_until: float | None = None) -> go.Figure:
     """Gantt-like: cell (request, step) coloured by what the request did in that step; with
-    ms_until, each step is as wide as its modeled cost (see _x)."""
+    ms_until, each step is as wide as its modeled cost (see _x). Past RECENT_STEPS steps, the
+    last RECENT_STEPS and the requests seen in them; past MAX_ROWS requests, the latest that did
+    work (the queues chart counts the ones that only waited)."""
+    windowed = len(records) > RECENT_STEPS
+    records = recent(records)
     ids = list(latest_views(records))
+    if len(ids) > MAX_ROWS:  # an overloaded queue: the rows that did work, the latest of them
+        busy = {rid for r in records for rid in r.requests if state_in(r, rid) != "waiting"}
+        ids = [rid for rid in ids if rid in busy][-MAX_ROWS:]
     steps, x_range, x_title = _x(records, ms_until)
+    if windowed:
+        x_range = [steps[0] - 0.5, steps[-1] + 0.5] if ms_until is None else [records[0].modeled.clock_ms -
+                                                                               records[0].modeled.total_ms, ms_until]
     z = [[None] * len(records) for _ in ids]
     hover = [[""] * len(records) for _ in ids]
     pre_x, pre_y, pre_text = [], [], []  # preemption marks
@@ -46,22 +60,23 @@ def requests_figure(records: list[StepRecord], num_steps: int, ms_until: float |
                 continue
             z[row][col] = STATES.index(state)
             chunk = chunks.get(rid)
-            detail = f" ({chunk.num_tokens} tokens)" if chunk else ""
-            hover[row][col] = f"<b>{rid}</b> · step {record.step}<br>{state}{detail}"
+            hover[row][col] = f"{rid} {state}" + (f", {chunk.num_tokens} tokens" if chunk and chunk.num_tokens > 1
+                                                   else "")
             if "preempted" in moved.get(rid, []):
                 pre_x.append(steps[col])
                 pre_y.append(row)
                 pre_text.append(f"{rid} preempted at step {record.step}")
     fig = Subplots()
     fig.add([go.Heatmap(
-        z=z, x=steps, y=list(range(len(ids))), hovertext=hover, hoverinfo="text", hoverongaps=False,
+        z=z, x=steps, y=list(range(len(ids))), text=hover, hoverongaps=False,
+        hovertemplate="%{text} · at %{x}<extra></extra>",
         colorscale=discrete_colorscale(list(STATE_COLORS.values())), zmin=-0.5, zmax=len(STATES) - 0.5,
         showscale=False, xgap=1, ygap=2, name="states")])
     fig.add([legend_key(state, color) for state, color in STATE_COLORS.items()])
     fig.add([go.Scatter(x=pre_x, y=pre_y, mode="markers", name="preemption", hovertext=pre_text, hoverinfo="text",
                         marker=dict(symbol="x-thin-open", size=12, line=dict(width=3, color="#111111")))])
-    fig.axes(x=dict(range=x_range if ms_until is not None else _x_range(num_steps), title=dict(text=x_title),
-                    showgrid=False),
+    whole = ms_until is not None or windowed
+    fig.axes(x=dict(range=x_range if whole else _x_range(num_steps), title=dict(text=x_title), showgrid=False),
              y=dict(range=[len(ids) - 0.5, -0.5], tickvals=list(range(len(ids))), ticktext=[
                  f"<span style='color:{request_color(rid)}'>■</span> {rid}" for rid in ids], showgrid=False,
                  fixedrange=True))
@@ -82,7 +97,8 @@ def metrics_figure(records: list[StepRecord], num_steps: int, ms_until: float | 
         (2, "preemptions so far", [r.stats.num_preemptions for r in records], STATE_COLORS["preempted"], "dot"),
     ]
     for row, name, ys, color, dash in series:
-        fig.add([go.Scatter(x=steps, y=ys, name=name, mode="lines",
+        xs, ys = peaks(steps, ys)
+        fig.add([go.Scatter(x=xs, y=ys, name=name, mode="lines",
                             line=dict(color=color, dash=dash, width=2, shape="hv"))], row=row)
     fig.axes(x=dict(range=x_range if ms_until is not None else _x_range(num_steps), showgrid=False))
     fig.axes(x=dict(title=dict(text=x_title)), row=2)
@@ -93,20 +109,27 @@ def metrics_figure(records: list[StepRecord], num_steps: int, ms_until: float | 
 
 
 def latency_figure(records: list[StepRecord]) -> go.Figure:
-    """Per request: time to first token, and every gap between two tokens, in steps."""
+    """Per request: time to first token, and every gap between two tokens, in steps; past MAX_ROWS
+    requests, the latest MAX_ROWS to have their first token (the metrics panel summarises them all)."""
     lat = {m["request_id"]: m for m in run_metrics(records)["requests"] if m.get("ttft_steps") is not None}
-    ids = list(lat)
+    ids = list(lat)[-MAX_ROWS:]
     fig = Subplots(rows=1, cols=2, horizontal_spacing=0.08,
                    titles=("Time to first token (steps, arrival to first token)",
                            "Inter-token latency (steps between tokens)"))
     fig.add([go.Bar(x=ids, y=[lat[r]["ttft_steps"] for r in ids], showlegend=False, name="TTFT",
                     marker_color=[request_color(r) for r in ids],
                     hovertemplate="%{x}: first token after %{y} steps<extra></extra>")], col=1)
-    xs = [rid for rid in ids for _ in lat[rid]["itl_steps"]]
-    ys = [gap for rid in ids for gap in lat[rid]["itl_steps"]]
-    fig.add([go.Box(x=xs, y=ys, boxpoints="all", jitter=0.4, pointpos=0, showlegend=False, name="ITL",
-                    marker=dict(color="#555555", size=5), line=dict(color="#999999"), fillcolor="rgba(0,0,0,0)",
-                    hovertemplate="%{x}: %{y} steps between two tokens<extra></extra>")], col=2)
+    style = dict(showlegend=False, name="ITL", line=dict(color="#999999"), fillcolor="rgba(0,0,0,0)")
+    gaps = {rid: lat[rid]["itl_steps"] for rid in ids if lat[rid]["itl_steps"]}
+    if sum(map(len, gaps.values())) <= MAX_POINTS:  # a lesson's dozen requests: every gap as a dot
+        fig.add([go.Box(x=[rid for rid in gaps for _ in gaps[rid]], y=[g for rid in gaps for g in gaps[rid]],
+                        boxpoints="all", jitter=0.4, pointpos=0, marker=dict(color="#555555", size=5),
+                        hovertemplate="%{x}: %{y} steps between two tokens<extra></extra>", **style)], col=2)
+    else:  # a trace's thousands of gaps: each request's quartiles and extremes, computed here
+        q = {rid: np.percentile(g, [0, 25, 50, 75, 100]) for rid, g in gaps.items()}
+        fig.add([go.Box(x=list(q), lowerfence=[v[0] for v in q.values()], q1=[v[1] for v in q.values()],
+                        median=[v[2] for v in q.values()], q3=[v[3] for v in q.values()],
+                        upperfence=[v[4] for v in q.values()], **style)], col=2)
     fig.axes(x=dict(categoryorder="array", categoryarray=ids), y=dict(rangemode="tozero"))
     fig.titles_at_left()
     return fig.figure("latency", height=320)

@@ -15,7 +15,7 @@ import streamlit as st
 
 from engine.metrics import Slo
 from engine.records import StepRecord
-from lab.charts import blocks, budget, queues, replay, roofline, timeline
+from lab.charts import blocks, budget, queues, replay, roofline, timeline, window
 from lab.charts.history import latest_views, oldest_waiting
 from lab.metrics import run_metrics
 from lab.run import History
@@ -109,9 +109,12 @@ def why(run: History, record: StepRecord) -> None:
 
 
 def event_log(records: list[StepRecord]) -> None:
-    """Every event so far; this step's first, then the most recent steps."""
+    """The events of the last RECENT_STEPS steps; this step's first, then the most recent."""
+    shown = window.recent(records)
     rows = [dict(step=r.step, event=e.kind, request=e.request_id or "", reason=e.reason)
-            for r in reversed(records) for e in r.events]
+            for r in reversed(shown) for e in r.events]
+    if caption := window.note(len(records), len(shown), "steps' events"):
+        st.caption(caption)
     st.dataframe(pd.DataFrame(rows, columns=["step", "event", "request", "reason"]), hide_index=True,
                  height=360, key="event_log", column_config={
                      "step": st.column_config.NumberColumn(width="small"),
@@ -122,7 +125,10 @@ def generated_text(records: list[StepRecord]) -> None:
     """Each request's output so far; the token produced in the step on screen is highlighted."""
     new = {c.request_id: c.new_token_text for c in records[-1].batch if c.new_token_text is not None}
     rows = []
-    for rid, view in latest_views(records).items():
+    views = latest_views(records)
+    if caption := window.note(len(views), window.MAX_ROWS, "requests"):
+        st.caption(caption)
+    for rid, view in list(views.items())[-window.MAX_ROWS:]:
         text = view.output_text
         if rid in new and text.endswith(new[rid]):
             shown = html.escape(text[: len(text) - len(new[rid])]) + f"<mark>{html.escape(new[rid])}</mark>"
@@ -180,11 +186,15 @@ def history_tabs(run: History, records: list[StepRecord]) -> None:
     num_steps = len(run.records)
     with tabs[0]:
         if tabs[0].open:
+            if caption := window.note(len(records), window.RECENT_STEPS, "steps"):
+                st.caption(caption)
             chart(timeline.requests_figure(records, num_steps, ms_until), "timeline")
     with tabs[1]:
         if tabs[1].open:
             slo_summary(run, records)
             chart(timeline.metrics_figure(records, num_steps, ms_until), "metrics")
+            if caption := window.note(len(latest_views(records)), window.MAX_ROWS, "requests"):
+                st.caption(caption)
             chart(timeline.latency_figure(records), "latency")
     with tabs[2]:
         if tabs[2].open:
