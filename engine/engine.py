@@ -127,6 +127,12 @@ class Engine:
                     f"{self.config.max_num_batched_tokens}")
         return None
 
+    @property
+    def unreported(self) -> tuple[Event, ...]:
+        """Decisions made between steps (a request refused as it was added), not yet in a record:
+        what a run that cannot start has to say for itself."""
+        return tuple(self._events)
+
     def update_config(self, **changes) -> None:
         """Change live knobs between steps; the next step schedules under the new values."""
         restart = sorted(set(changes) - LIVE_KNOBS)

@@ -96,6 +96,11 @@ class History:
 
     # ---- moving through history -------------------------------------------------------------
 
+    @property
+    def refused(self) -> list:
+        """Requests refused before step 0 when nothing at all can run: a recording has none to report."""
+        return []
+
     def seek(self, index: int) -> None:
         """Show a recorded step (-1: before the first). Looking changes nothing."""
         self.cursor = max(-1, min(index, len(self.records) - 1))
@@ -116,6 +121,14 @@ class Run(History):
     def done(self) -> bool:
         """At the end of history with nothing left to serve: stepping further would only idle."""
         return self.at_latest and not self.engine.has_unfinished_requests()
+
+    @property
+    def refused(self) -> list:
+        """When no request can ever run (each refused as it was added), the refusals, with their
+        reasons: they would be reported with step 0, but there is no step 0 to take."""
+        if self.records or self.engine.has_unfinished_requests():
+            return []
+        return [e for e in self.engine.unreported if e.kind == "rejected"]
 
     def step(self, n: int = 1) -> list[StepRecord]:
         """Run up to n engine steps from the cursor (branching if it is in the past); stops early when done."""

@@ -334,3 +334,29 @@ def test_the_welcome_steps_aside_for_a_link_and_for_exploring(lab_model, monkeyp
     linked.query_params["preset"] = "burst"
     linked.run()
     assert not [b for b in linked.button if b.key == "welcome_lesson"]
+
+
+def test_a_pool_too_small_for_any_request_says_why_and_which_knob(at):
+    """num_gpu_blocks = 1: every request is refused as it is added, so there is no step to run; the
+    page names the requests, the reason and the knob instead of 'Press Step'."""
+    at.number_input(key="knob_num_gpu_blocks").set_value(1).run()
+    assert not at.exception
+    run = run_of(at)
+    assert run.done and run.refused and not run.records
+    assert "Nothing can run" in markdown(at) and "Press **Step**" not in markdown(at)
+    error = "\n".join(e.value for e in at.error)
+    assert "num_gpu_blocks" in error and "KV pages" in error and run.refused[0].request_id in error
+    at.number_input(key="knob_num_gpu_blocks").set_value(64).run()
+    assert not run_of(at).refused and "Ready at step 0" in markdown(at)
+
+
+@pytest.mark.parametrize(("knob", "bad"),
+                         [("max_num_seqs", 0), ("num_gpu_blocks", -4), ("max_num_batched_tokens", 10**9)])
+def test_an_out_of_range_knob_names_its_range_and_the_value_in_force(at, knob, bad):
+    run = run_of(at)
+    before = getattr(run.config, knob)
+    at.number_input(key=f"knob_{knob}").set_value(bad).run()
+    assert not at.exception
+    error = "\n".join(e.value for e in at.error)
+    assert f"{knob} = {bad!r}" in error and "it takes" in error and f"Still in force: **{knob} = {before!r}**" in error
+    assert getattr(run_of(at).config, knob) == before and at.number_input(key=f"knob_{knob}").value == before

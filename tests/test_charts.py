@@ -292,3 +292,13 @@ def test_downsampled_gauges_keep_every_peak():
     px, py = peaks(xs, ys)
     assert len(px) <= MAX_POINTS and max(py) == 99.0 and px[-1] == xs[-1]
     assert peaks(xs[:10], ys[:10]) == (xs[:10], ys[:10])
+
+
+def test_step_axes_tick_whole_steps_even_after_one_step(swap_run):
+    """One step used to read -0.4 ... 0.4 on the timeline; a step is a whole number."""
+    records = swap_run[1]
+    for n in (1, 7, len(records)):
+        for fig in (timeline.requests_figure(records[:n], n), timeline.metrics_figure(records[:n], n)):
+            axis = fig.layout.xaxis
+            assert axis.tick0 == 0 and axis.dtick >= 1 and float(axis.dtick).is_integer()
+            assert (axis.range[1] - axis.range[0]) / axis.dtick <= 10

@@ -450,3 +450,17 @@ def test_preset_and_generator_workloads(tmp_path):
     path.write_text(head + "[generator]\nnum_requests = 0\n")
     with pytest.raises(LessonError, match="generator.*num_requests"):
         load_lesson(path)
+
+
+def test_the_recompute_answer_and_its_event_and_counter_agree(loaded):
+    """Lesson 4, step 8: the event's 're-running the prefill over N tokens', the graded answer and
+    the engine's num_recomputed_tokens are one number (they were 20, 21 and 20)."""
+    lesson = BY_ID["04_kv_cache_full"]
+    run = finish(loaded, lesson)
+    checkpoint = next(c for c in lesson.checkpoints if c.id == "recompute-cost")
+    record = run.records[checkpoint.at_step]
+    answer = checkpoint.answer_from(record)
+    event = next(e for e in record.events if e.kind == "recompute_started")
+    assert f"over {answer} tokens" in event.reason
+    before = run.records[checkpoint.at_step - 1].stats.num_recomputed_tokens
+    assert record.stats.num_recomputed_tokens - before == answer

@@ -25,6 +25,15 @@ def _x_range(num_steps: int) -> list[float]:
     return [-0.5, max(num_steps, 1) - 0.5]
 
 
+def _step_ticks(x_range: list[float], ms_until: float | None) -> dict:
+    """Steps are whole numbers: ticks every 1, 2, 5, 10, ... steps, never at -0.4 (none on a ms axis)."""
+    if ms_until is not None:
+        return {}
+    span = max(x_range[1] - x_range[0], 1)
+    dtick = next(d * 10 ** e for e in range(7) for d in (1, 2, 5) if span / (d * 10 ** e) <= 10)
+    return dict(tick0=0, dtick=dtick)
+
+
 def _x(records: list[StepRecord], ms_until: float | None) -> tuple[list[float], list[float], str]:
     """Each step's place on the x axis, the axis range and its title: the step number, or, with
     ms_until (the whole history's end on the modeled clock), the middle of the step in modeled ms."""
@@ -76,7 +85,8 @@ def requests_figure(records: list[StepRecord], num_steps: int, ms_until: float |
     fig.add([go.Scatter(x=pre_x, y=pre_y, mode="markers", name="preemption", hovertext=pre_text, hoverinfo="text",
                         marker=dict(symbol="x-thin-open", size=12, line=dict(width=3, color="#111111")))])
     whole = ms_until is not None or windowed
-    fig.axes(x=dict(range=x_range if whole else _x_range(num_steps), title=dict(text=x_title), showgrid=False),
+    x_range = x_range if whole else _x_range(num_steps)
+    fig.axes(x=dict(range=x_range, title=dict(text=x_title), showgrid=False, **_step_ticks(x_range, ms_until)),
              y=dict(range=[len(ids) - 0.5, -0.5], tickvals=list(range(len(ids))), ticktext=[
                  f"<span style='color:{request_color(rid)}'>■</span> {rid}" for rid in ids], showgrid=False,
                  fixedrange=True))
@@ -100,7 +110,8 @@ def metrics_figure(records: list[StepRecord], num_steps: int, ms_until: float | 
         xs, ys = peaks(steps, ys)
         fig.add([go.Scatter(x=xs, y=ys, name=name, mode="lines",
                             line=dict(color=color, dash=dash, width=2, shape="hv"))], row=row)
-    fig.axes(x=dict(range=x_range if ms_until is not None else _x_range(num_steps), showgrid=False))
+    x_range = x_range if ms_until is not None else _x_range(num_steps)
+    fig.axes(x=dict(range=x_range, showgrid=False, **_step_ticks(x_range, ms_until)))
     fig.axes(x=dict(title=dict(text=x_title)), row=2)
     fig.axes(y=dict(range=[0, 105]), row=1)
     fig.axes(y=dict(rangemode="tozero"), row=2)

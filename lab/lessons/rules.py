@@ -114,9 +114,9 @@ RULES: dict[str, RuleKind] = {
                               if e.kind in ("swapped_out", "swapped_in")),
         events=("preempted", "swapped_out", "swapped_in")),
     "recomputed_tokens": RuleKind(
-        "number", "the tokens this step computes again because a preemption dropped their KV pages "
-        "(its 'recompute_prefill' work)",
-        lambda rec, rule: sum(c.num_tokens for c in rec.batch if c.kind == "recompute_prefill"),
+        "number", "the tokens whose KV pages a preemption dropped and that this step starts computing again (its "
+        "'recompute_started' events; the same count as the engine's num_recomputed_tokens)",
+        lambda rec, rule: sum(e.data["tokens"] for e in rec.events if e.kind == "recompute_started"),
         events=("recompute_started", "admitted")),
     "event_count": RuleKind(
         "number", "the number of '{event}' events in this step",

@@ -140,8 +140,27 @@ def generated_text(records: list[StepRecord]) -> None:
     st.markdown("".join(rows), unsafe_allow_html=True)
 
 
+def _cannot_start(run: History) -> bool:
+    """Before step 0 with nothing the engine will serve (every request refused as it was added):
+    say which requests, why, and which knob, rather than leave a page of greyed-out buttons."""
+    refused = run.refused
+    if not refused:
+        return False
+    st.markdown("### Nothing can run")
+    lines = "\n".join(f"- **{e.request_id}** {e.reason}" for e in refused[:10])
+    more = f"\n- ... and {len(refused) - 10} more" if len(refused) > 10 else ""
+    st.error(f"The engine refused every request as it was added, so there is no step to run:\n\n{lines}{more}\n\n"
+             "Change the limit each reason names in the sidebar: **num_gpu_blocks** (or block_size) for KV pages, "
+             "**max_num_batched_tokens** or **enable_chunked_prefill** for a step's tokens, **max_model_len** for "
+             "length, **watermark** for the pages kept free. The run starts over with the new value.",
+             icon=":material/block:")
+    return True
+
+
 def intro(run: History) -> None:
     """Before step 0: what is about to arrive."""
+    if _cannot_start(run):
+        return
     st.markdown("### Ready at step 0")
     st.markdown("Press **Step** to run the first turn of the scheduler loop. These requests will arrive:")
     items = run.items()

@@ -95,16 +95,32 @@ def _from_widget(name: str, value: object) -> object:
     return value or None if name == "max_model_len" else value
 
 
+def _refuse(name: str, value: object, why: str) -> None:
+    """Put the box back to the value in force and say so: a box showing one value while the engine
+    runs another would mislead."""
+    s = session()
+    in_force = getattr(s.run.config_next(), name)
+    s.set_widget(_key(name), _to_widget(name, in_force))
+    s.flash("error", f"**{name} = {value!r}** was not applied: {why}. Still in force: **{name} = {in_force!r}**; "
+                     "the run continues unchanged.")
+
+
 @exclusive
 def _on_knob(name: str) -> None:
     s = session()
     run = s.run
     value = _from_widget(name, s.widget(_key(name)))
+    knob = KNOBS[name]
+    # The boxes take any number (a box with limits only turns red, and the server never hears of it),
+    # so the range is checked here, where the message can name it.
+    if knob.kind in ("int", "target") and value is not None and not knob.low <= value <= knob.high:
+        _refuse(name, value, f"it takes {knob.low:,g} to {knob.high:,g}")
+        return
     kept = len(run.records)
     try:
         restarted = run.set_knobs(**{name: value})
     except ValueError as exc:
-        s.flash("error", f"**{name} = {value!r}** was not applied: {exc}. The run continues unchanged.")
+        _refuse(name, value, str(exc))
         return
     if restarted:
         s.flash("info", f"**{name} = {value!r}**: this knob shapes the model or the KV pool, so the run restarted "
@@ -122,10 +138,9 @@ def knob_widget(knob: Knob, key: str | None = None, **extra) -> None:
         dict(key=_key(knob.name), help=KNOB_HELP[knob.name], on_change=_on_knob, args=(knob.name,))
     label = knob.name
     if knob.kind == "int":
-        st.number_input(label, min_value=int(knob.low), max_value=int(knob.high), step=int(knob.step), **args)
+        st.number_input(f"{label} ({int(knob.low):,} to {int(knob.high):,})", step=int(knob.step), **args)
     elif knob.kind == "target":
-        st.number_input(label, min_value=float(knob.low), max_value=float(knob.high), step=float(knob.step),
-                        placeholder="no target", **args)
+        st.number_input(label, step=float(knob.step), placeholder="no target", **args)
     elif knob.kind == "float":
         st.slider(label, min_value=float(knob.low), max_value=float(knob.high), step=float(knob.step), **args)
     elif knob.kind == "bool":
