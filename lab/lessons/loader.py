@@ -76,6 +76,7 @@ class Lesson:
 
     @property
     def number(self) -> int:
+        """The NN of NN_slug (load_lessons reads only such files)."""
         return int(self.id.split("_", 1)[0])
 
     @property
@@ -309,7 +310,9 @@ def _parse_requests(t: _Table, lesson_id: str) -> tuple[WorkloadSource, list[str
             raise r.error(exc.field, exc.reason) from None
     if not items:
         raise t.error("requests", "must list at least one request")
-    source = WorkloadSource(requests=tuple(items), name=f"workload of lesson {lesson_id}")
+    number = lesson_id.split("_", 1)[0]
+    source = WorkloadSource(requests=tuple(items), name=f"lesson {int(number) if number.isdigit() else lesson_id}'s "
+                            "workload")
     return source, [f"r{i}" for i in range(len(items))]
 
 

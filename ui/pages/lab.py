@@ -62,7 +62,7 @@ def header(run: History, record: StepRecord) -> None:
         f":violet-badge[KV {b.gpu_blocks_used} / {b.num_gpu_blocks} pages] "
         f":green-badge[{s.num_requests_running} running] :gray-badge[{s.num_requests_waiting} waiting] "
         f":red-badge[{s.num_requests_swapped} swapped] :gray-badge[{s.num_requests_finished} finished] "
-        f":red-badge[{s.num_preemptions} preemptions so far]"
+        f":red-badge[{s.num_preemptions} preemption{'' if s.num_preemptions == 1 else 's'} so far]"
         + (f" :green-badge[:material/timer: {record.modeled.clock_ms:,.1f} ms modeled]" if record.modeled else "")
         + _oldest_badge(record))
     if not run.at_latest:
