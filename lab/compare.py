@@ -68,12 +68,19 @@ ROWS = tuple(METRICS[m] for m in (
     "peak_kv_cache_usage_perc"))
 
 
-def diff_table(metrics_a: dict, metrics_b: dict) -> list[dict]:
+# Metrics read off the clock: this machine's wall time unless both runs are priced on a deployment.
+CLOCKED = frozenset({"ttft_ms.p95", "itl_ms.p95", "throughput_tokens_per_s", "mfu"})
+WALL_TIME = "not judged: wall time"  # the verdict on a clocked metric of a run timed on this machine
+
+
+def diff_table(metrics_a: dict, metrics_b: dict, measured: bool = False) -> list[dict]:
     """One row per metric: A's and B's value, B minus A, the change in percent and which is better.
 
-    Latencies in steps do not change from rerun to rerun; ms and tokens/s are wall time unless the
-    runs are priced on a deployment. A value is None where it does not exist yet on that side; a
-    metric neither side has yet is left out."""
+    Steps, tokens and pages are the same on every rerun, so any difference is the knobs'. With
+    measured (a run timed on this machine's clock, not priced), ms and tokens/s also carry the
+    machine's noise, so they are shown but never called better: two step-identical runs once read
+    "+39%, better: B". A value is None where it does not exist yet on that side; a metric neither
+    side has yet is left out."""
     rows = []
     for row in ROWS:
         a, b = (row.value(m["aggregate"]) for m in (metrics_a, metrics_b))
@@ -81,10 +88,13 @@ def diff_table(metrics_a: dict, metrics_b: dict) -> list[dict]:
             continue
         delta = None if a is None or b is None else b - a
         better = None
-        if delta is not None and row.better:
-            better = "same" if delta == 0 else "B" if (delta < 0) == (row.better == "lower") else "A"
+        if measured and row.id in CLOCKED:
+            better = WALL_TIME
+        elif delta is not None and row.better:
+            better = "no difference" if delta == 0 else "B" if (delta < 0) == (row.better == "lower") else "A"
+        change = None if delta is None else 0.0 if delta == 0 else 100 * delta / a if a else None
         rows.append({"metric": row.label, "unit": row.unit, "A": a, "B": b, "delta": delta,
-                     "change_pct": 100 * delta / a if delta is not None and a else None, "better": better})
+                     "change_pct": change, "better": better})
     return rows
 
 

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from engine import Engine, EngineConfig
-from engine.metrics import metric_values
+from engine.metrics import METRICS, metric_values
 from engine.workload import WorkloadItem, submit
 from lab.compare import ABRun, diff_table, kv_usage_figure, latency_ecdf, throughput_figure
 from lab.metrics import run_metrics
@@ -28,7 +28,7 @@ def test_identical_configs_give_identical_records(tiny_llama):
     a, b = ab.records
     assert a and [r.without_timings() for r in a] == [r.without_timings() for r in b]
     rows = {row["metric"] + row["unit"]: row for row in diff_table(*ab.metrics())}
-    assert rows["TTFT p95steps"]["delta"] == 0 and rows["TTFT p95steps"]["better"] == "same"
+    assert rows["TTFT p95steps"]["delta"] == 0 and rows["TTFT p95steps"]["better"] == "no difference"
 
 
 @pytest.fixture(scope="module")
@@ -108,4 +108,25 @@ def test_the_same_workload_priced_on_two_links_schedules_alike_and_costs_apart(l
         else:
             assert a.modeled.total_ms == b.modeled.total_ms
     rows = {(row["metric"], row["unit"]): row for row in diff_table(*ab.metrics())}
-    assert rows["TTFT p95", "ms"]["better"] in ("B", "same") and rows["steps to finish", "steps"]["better"] == "same"
+    assert rows["TTFT p95", "ms"]["better"] in ("B", "no difference")
+    assert rows["steps to finish", "steps"]["better"] == "no difference"
+
+
+def test_step_identical_runs_show_no_difference_and_wall_time_is_never_judged(tiny_llama):
+    """Two identical configs: every deterministic row reads 'no difference' with a 0% change (not
+    None), and on this machine's clock the ms and tokens/s rows are shown but not called better."""
+    from lab.compare import CLOCKED, WALL_TIME
+
+    config = EngineConfig(model=tiny_llama, num_gpu_blocks=12, block_size=4)
+    items = [WorkloadItem(f"r{i} hello there", max_tokens=8 + i, ignore_eos=True) for i in range(4)]
+    ab = ABRun(config, config, items)
+    ab.run()
+    rows = diff_table(*ab.metrics(), measured=True)
+    for row in rows:
+        clocked = any(row["metric"] == METRICS[m].label and row["unit"] == METRICS[m].unit for m in CLOCKED)
+        if clocked:
+            assert row["better"] == WALL_TIME
+        elif row["better"] is not None:
+            assert row["better"] == "no difference" and row["change_pct"] == 0.0, row
+    preemptions = next(r for r in rows if r["metric"] == METRICS["num_preemptions"].label)
+    assert preemptions["change_pct"] == 0.0

@@ -157,8 +157,13 @@ def comparison(ab: ABRun) -> None:
     """The metrics side by side: the table, then the distributions behind it."""
     metrics = ab.metrics()
     st.markdown("##### A vs B")
-    rows = pd.DataFrame(diff_table(*metrics))
-    st.dataframe(rows, hide_index=True, key="ab_diff", column_config={
+    measured = any(e.config.deployment is None for e in ab.engines)
+    rows = pd.DataFrame(diff_table(*metrics, measured=measured))
+    if measured:
+        st.caption("Times here are this machine's wall clock, which varies from run to run: ms and tokens/s are "
+                   "shown but not judged. Price both on a deployment to compare them.")
+    # Tall enough for every row: an inner scroll hid the last ones (ITL, preemptions).
+    st.dataframe(rows, hide_index=True, key="ab_diff", height=38 + 35 * len(rows), column_config={
         "A": st.column_config.NumberColumn(format="%.3g"), "B": st.column_config.NumberColumn(format="%.3g"),
         "delta": st.column_config.NumberColumn("B − A", format="%+.3g"),
         "change_pct": st.column_config.NumberColumn("change", format="%+.0f%%")})
