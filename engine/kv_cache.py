@@ -25,6 +25,14 @@ import torch.nn.functional as F
 ATTN_IMPLEMENTATION = "scheduler_lab_paged"
 
 
+def pool_bytes(loaded, config) -> int:
+    """Bytes of the GPU and CPU pools KVCache allocates for this model and config: keys and values
+    of every layer, for every slot of every page."""
+    slots = (config.num_gpu_blocks + config.num_cpu_blocks) * config.block_size
+    element = torch.empty((), dtype=loaded.model.dtype).element_size()  # the pools take the weights' dtype
+    return loaded.num_layers * 2 * slots * loaded.num_kv_heads * loaded.head_dim * element
+
+
 class KVCache:
     def __init__(self, num_layers: int, num_kv_heads: int, head_dim: int, block_size: int,
                  num_gpu_blocks: int, num_cpu_blocks: int, dtype: torch.dtype, device: torch.device):

@@ -10,9 +10,10 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from engine import Engine, EngineConfig, StepRecord, load_model
+from engine import EngineConfig, StepRecord, load_model
 from engine.metrics import METRICS, metric_values
 from engine.workload import WorkloadItem, submit
+from lab.budgets import engine_for
 from lab.metrics import run_metrics
 
 LABELS = ("A", "B")
@@ -24,7 +25,7 @@ class ABRun:
 
     def __init__(self, config_a: EngineConfig, config_b: EngineConfig, workload: list[WorkloadItem]):
         # load_model caches per process, so two configs of one model share its weights.
-        self.engines = tuple(Engine(c, load_model(c.model, c.device, c.dtype)) for c in (config_a, config_b))
+        self.engines = tuple(engine_for(c, load_model(c.model, c.device, c.dtype)) for c in (config_a, config_b))
         for engine in self.engines:
             submit(engine, workload)
         self.records: tuple[list[StepRecord], list[StepRecord]] = ([], [])

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from engine import DEFAULT_MODEL, Engine, EngineConfig, LoadedModel, StepRecord, load_model
 from engine.config import LIVE_KNOBS
 from engine.workload import WorkloadItem, submit
+from lab.budgets import engine_for
 
 Loader = Callable[[str, str, str], LoadedModel]
 
@@ -180,7 +181,7 @@ class Run(History):
         """A fresh engine after num_steps steps of the script, with the changes due before the next
         step applied. Checks the last replayed step against the stored record."""
         loaded = self._load(self.config.model, self.config.device, self.config.dtype)
-        engine = Engine(dataclasses.replace(self.config), loaded=loaded)  # a copy: live changes mutate it
+        engine = engine_for(dataclasses.replace(self.config), loaded)  # a copy: live changes mutate it
         submit(engine, self.workload)
         for step in range(num_steps + 1):
             change = self.changes.get(step)

@@ -37,6 +37,7 @@ from engine import EngineConfig
 from engine.config import LIVE_KNOBS
 from engine.load import LengthDist, RateSpec, TraceSpec
 from engine.workload import PRESETS, GeneratorSpec, WorkloadItem, WorkloadSource
+from lab.budgets import LINK_STEPS
 from lab.run import History, Loader, Run
 
 KNOB_PREFIX = "k."
@@ -136,6 +137,10 @@ def open_scenario(scenario: Scenario, base: EngineConfig, default: Sequence[Work
     run = Run(scenario_config(scenario, base), scenario_workload(scenario, default), load=load)
     notes = []
     for step, (knobs, items) in scenario_changes(scenario).items():
+        if step > LINK_STEPS:
+            notes.append(f"the link changes the run at step {step}; a link may replay at most {LINK_STEPS:,} steps "
+                         "on this server, so that change and any later one were left out")
+            break
         if step > run.next_step:
             run.step(step - run.next_step)
         if step != run.next_step:
@@ -145,6 +150,10 @@ def open_scenario(scenario: Scenario, base: EngineConfig, default: Sequence[Work
             run.set_knobs(**knobs)
         for item in items:
             run.add_request(item)
+    if scenario.step is not None and scenario.step >= LINK_STEPS:
+        notes.append(f"link parameter step={scenario.step}: a link may replay at most {LINK_STEPS:,} steps on this "
+                     f"server, so it opens at step {LINK_STEPS - 1:,}; press Run to go further")
+        scenario = dataclasses.replace(scenario, step=LINK_STEPS - 1)
     if scenario.step is not None:
         run.step(scenario.step + 1 - run.next_step)
         run.seek(scenario.step)

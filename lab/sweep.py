@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from engine import Engine, EngineConfig, load_model
+from engine import EngineConfig, load_model
 from engine.metrics import METRICS, Slo
 from engine.workload import WorkloadItem, WorkloadSource, submit
+from lab.budgets import engine_for
 from lab.charts.style import Subplots
 from lab.metrics import run_metrics
 from lab.scenario import parse_knob
@@ -123,7 +124,7 @@ def run_sweep(base: EngineConfig, workload: list[WorkloadItem] | WorkloadSource,
         else:
             config = dataclasses.replace(base, **{knob: value})
             items = workload.items() if isinstance(workload, WorkloadSource) else workload
-        engine = Engine(config, loaded)
+        engine = engine_for(config, loaded)
         submit(engine, items)
         records = engine.run(max_steps)
         points.append(SweepPoint(value, run_metrics(records, Slo.of(config)), not engine.has_unfinished_requests()))

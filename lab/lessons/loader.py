@@ -13,6 +13,7 @@ from engine.load import TraceSpec
 from engine.metrics import LATENCY_KEYS, METRICS, SUMMARY_STATS
 from engine.records import EVENT_KINDS
 from engine.workload import FIELDS, PRESETS, GeneratorSpec, WorkloadError, WorkloadItem, WorkloadSource, submit
+from lab.budgets import engine_for
 from lab.lessons.challenge import ChallengeResult, ChallengeSpec, Target, score_challenge
 from lab.lessons.rules import BASE, RULES, Checkpoint, Rule
 
@@ -105,7 +106,7 @@ class Lesson:
 def start_engine(lesson: Lesson, variant: str = BASE, loaded: LoadedModel | None = None, **changes) -> Engine:
     """A fresh engine with the lesson's workload submitted, before step 0."""
     config = lesson.engine_config(variant, model=loaded.name if loaded else DEFAULT_MODEL, **changes)
-    engine = Engine(config, loaded=loaded or load_model(config.model, config.device, config.dtype))
+    engine = engine_for(config, loaded or load_model(config.model, config.device, config.dtype))
     submit(engine, lesson.workload.items())
     return engine
 
@@ -121,7 +122,7 @@ def play_challenge(lesson: Lesson, knobs: dict, loaded: LoadedModel | None = Non
         raise ValueError(f"lesson {lesson.id!r} has no challenge")
     model = loaded.name if loaded else DEFAULT_MODEL
     config = lesson.engine_config(model=model, **{**spec.config, **knobs})
-    engine = Engine(config, loaded=loaded or load_model(config.model, config.device, config.dtype))
+    engine = engine_for(config, loaded or load_model(config.model, config.device, config.dtype))
     submit(engine, (spec.workload or lesson.workload).items())
     engine.run(MAX_CHALLENGE_STEPS)
     return score_challenge(spec, engine.metrics(), knobs)

@@ -9,11 +9,13 @@ request has the same colour on both sides.
 from __future__ import annotations
 
 import dataclasses
+from contextlib import nullcontext
 
 import pandas as pd
 import streamlit as st
 
 from engine import EngineConfig, StepRecord
+from lab.budgets import heavy_job
 from lab.charts import blocks, queues
 from lab.charts.style import layout
 from lab.compare import LABELS, ABRun, diff_table, kv_usage_figure, latency_ecdf, throughput_figure
@@ -102,14 +104,20 @@ def config_form(same: bool) -> None:
 
 @exclusive
 def _on_step(n: int | None) -> None:
+    """Step both runs; a long stretch takes one of the server's turns for heavy jobs (lab/budgets.py)."""
     ab: ABRun = session().ab
-    if n is None:
-        ab.run()
-        return
-    for _ in range(n):
-        if ab.done:
-            break
-        ab.step()
+    waited = []
+    with heavy_job(on_wait=waited.append) if n is None or n > 50 else nullcontext():
+        if n is None:
+            ab.run()
+        else:
+            for _ in range(n):
+                if ab.done:
+                    break
+                ab.step()
+    if waited:
+        session().flash("info", f"The server was busy with other sweeps and A/B runs; yours waited as number "
+                                f"{waited[0]} in line.")
 
 
 def step_bar(ab: ABRun) -> None:

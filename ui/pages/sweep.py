@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from lab.budgets import heavy_job
 from lab.sweep import (
     COLUMNS,
     LOAD_PANELS,
@@ -49,8 +50,15 @@ def _run() -> None:
     # A load in time is redrawn per rate, and run as it is for any other knob (plus requests added by hand).
     workload = s.source if s.source.load is not None and s.run.items() == s.source.items() else s.run.items()
     bar = st.progress(0.0, text=f"Running the workload with {len(values)} values of {knob}…")
+
+    def queued(place: int) -> None:
+        bar.progress(0.0, text=f"The server is busy with other sweeps and A/B runs: yours is number {place} in "
+                               "line and starts when a turn frees up.")
+
     try:
-        points = run_sweep(base, workload, knob, values, progress=lambda done: bar.progress(done / len(values)))
+        with heavy_job(on_wait=queued):
+            bar.progress(0.0, text=f"Running the workload with {len(values)} values of {knob}…")
+            points = run_sweep(base, workload, knob, values, progress=lambda done: bar.progress(done / len(values)))
     except ValueError as exc:  # e.g. the lab's model cannot be loaded
         st.error(f"The sweep did not run: {exc}.")
         return

@@ -22,6 +22,7 @@ from engine.workload import (
     format_of,
     parse_workload,
 )
+from lab.budgets import UPLOAD_BYTES
 from ui.session import exclusive, session
 
 T = TypeVar("T")
@@ -98,6 +99,10 @@ def read_upload(key: str, parse: Callable[[str], T]) -> T | None:
     s = session()
     upload = s.widget(key)
     if upload is None:
+        return None
+    if upload.size > UPLOAD_BYTES:
+        s.flash("error", f"**{upload.name}** is {upload.size / 2**20:.1f} MiB; a file for the lab may be at most "
+                         f"{UPLOAD_BYTES / 2**20:.0f} MiB on this server. The current run is kept.")
         return None
     try:
         return parse(upload.getvalue().decode("utf-8"))
