@@ -9,6 +9,7 @@ without the engine; a bad link or file must say what is wrong and keep the app
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 
@@ -226,3 +227,42 @@ def test_presenter_mode_from_a_link(lab_env):
     click(app, "exit_presenter")
     assert not app.session_state["session"].presenting and "present" not in link_of(app)
     assert not any("labPresenterKeys" in h.proto.body for h in app.get("html"))
+
+
+HOSTILE = "</script><img src=x onerror=alert(1)>"
+
+
+def _raw_html(app: AppTest) -> str:
+    """Everything the page renders as HTML (markdown with unsafe_allow_html): where injection would land."""
+    return "\n".join(m.value for m in app.markdown if m.proto.allow_html)
+
+
+def test_a_hostile_prompt_or_request_id_never_becomes_html(lab_env):
+    """A link's prompt and an uploaded run's request id carry <img onerror>: the page and the
+    charts export show them as text, never as an element."""
+    app = open_app({"req.0": HOSTILE, "req.0.max_tokens": "3", "step": "2"})
+    click(app, "step")
+    assert HOSTILE not in _raw_html(app) and "<img" not in _raw_html(app)
+    page = export(app, "Charts")
+    assert "<img src=x" not in page and HOSTILE not in page
+
+    lines = export(app, "Run").splitlines()
+    crafted = "\n".join([lines[0], *(line.replace('"r0"', json.dumps(HOSTILE)) for line in lines[1:])])
+    upload_run(app, "crafted.jsonl", crafted)
+    assert HOSTILE in run_of(app).records[0].requests  # the crafted id is in the replayed records
+    click(app, "step")
+    shown = _raw_html(app)
+    assert "<img" not in shown and html.escape(HOSTILE) in shown
+
+
+def test_an_upload_over_the_budget_is_refused_by_name_and_size(lab_env):
+    from lab.budgets import UPLOAD_BYTES
+
+    app = open_app({"preset": "burst"})
+    before = run_of(app)
+    big = b'{"prompt": "x"}\n' * (UPLOAD_BYTES // 16 + 10)
+    upload_run(app, "huge.jsonl", big)
+    error = "\n".join(e.value for e in app.error)
+    assert "huge.jsonl" in error and "at most 5 MiB" in error and run_of(app) is before
+    app.file_uploader(key="upload").set_value(("huge.jsonl", big, "application/jsonl")).run()
+    assert not app.exception and run_of(app) is before and "at most 5 MiB" in "\n".join(e.value for e in app.error)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import streamlit as st
 
 from lab.palette import request_color, text_color
@@ -37,8 +39,9 @@ CSS = """
 def chip(request_id: str | None) -> str:
     if request_id is None:
         return '<span class="lab-chip" style="background:#E8E8E8">—</span>'
-    color = request_color(request_id)
-    return f'<span class="lab-chip" style="background:{color};color:{text_color(color)}">{request_id}</span>'
+    color = request_color(request_id)  # an id can come from an uploaded run file: never trust it as HTML
+    style = f"background:{color};color:{text_color(color)}"
+    return f'<span class="lab-chip" style="{style}">{html.escape(request_id)}</span>'
 
 
 def chart(fig, key: str) -> None:
