@@ -18,6 +18,7 @@ FIXED = "a saved run is replayed as it was recorded; go back to the live lab to 
 class Recording(History):
     def __init__(self, saved: SavedRun, name: str):
         super().__init__(saved.config, saved.workload, saved.records)
+        self.changes = dict(saved.changes)
         self.name = name  # the file it came from
 
     @property
@@ -42,9 +43,10 @@ class Recording(History):
         """A live Run of the file's config and workload, at the step on screen. ValueError (or
         OSError, from the model) if the engine cannot run it or does not reproduce every step."""
         run = Run(self.config, self.workload, load=load)
-        run.step(len(self.records))
+        run.follow({step: change for step, change in self.changes.items() if step <= len(self.records)})
+        run.step(len(self.records) - len(run.records))
         if [r.without_timings() for r in run.records] != [r.without_timings() for r in self.records]:
-            raise ValueError("re-running it did not reproduce its steps (it was recorded with mid-run changes, "
-                             "another model or another engine version)")
+            raise ValueError("re-running it did not reproduce its steps (it was recorded with another model or "
+                             "another engine version)")
         run.seek(self.cursor)
         return run

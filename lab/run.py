@@ -161,6 +161,22 @@ class Run(History):
         self.changes.setdefault(self.next_step, Change()).knobs.update(knobs)
         return False
 
+    def follow(self, changes: dict[int, Change]) -> list[str]:
+        """Step through a script of mid-run changes (a link's, a run file's), making each just before
+        its step; returns notes on the ones that came after the run had ended (made at its end)."""
+        notes = []
+        for step, change in sorted(changes.items()):
+            if step > self.next_step:
+                self.step(step - self.next_step)
+            if step != self.next_step:
+                notes.append(f"the run had finished before step {step}, so the changes made there apply "
+                             f"before step {self.next_step}")
+            if change.knobs:
+                self.set_knobs(**change.knobs)
+            for item in change.requests:
+                self.add_request(item)
+        return notes
+
     def add_request(self, item: WorkloadItem) -> str:
         """Add one request before the next step; returns its id. A bad request raises ValueError."""
         item = dataclasses.replace(item, arrival_step=max(item.arrival_step, self.next_step))

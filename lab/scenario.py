@@ -38,7 +38,7 @@ from engine.config import LIVE_KNOBS
 from engine.load import LengthDist, RateSpec, TraceSpec
 from engine.workload import PRESETS, GeneratorSpec, WorkloadItem, WorkloadSource
 from lab.budgets import LINK_STEPS
-from lab.run import History, Loader, Run
+from lab.run import Change, History, Loader, Run
 
 KNOB_PREFIX = "k."
 REQUEST_PREFIX = "req."
@@ -136,20 +136,12 @@ def open_scenario(scenario: Scenario, base: EngineConfig, default: Sequence[Work
     up to its step. Returns notes on what did not fit; ValueError if the run cannot be built."""
     run = Run(scenario_config(scenario, base), scenario_workload(scenario, default), load=load)
     notes = []
-    for step, (knobs, items) in scenario_changes(scenario).items():
-        if step > LINK_STEPS:
-            notes.append(f"the link changes the run at step {step}; a link may replay at most {LINK_STEPS:,} steps "
-                         "on this server, so that change and any later one were left out")
-            break
-        if step > run.next_step:
-            run.step(step - run.next_step)
-        if step != run.next_step:
-            notes.append(f"the run had finished before step {step}, so the changes the link makes there apply "
-                         f"before step {run.next_step}")
-        if knobs:
-            run.set_knobs(**knobs)
-        for item in items:
-            run.add_request(item)
+    changes = {step: Change(dict(knobs), list(items)) for step, (knobs, items) in scenario_changes(scenario).items()}
+    if any(step > LINK_STEPS for step in changes):
+        notes.append(f"the link changes the run after step {LINK_STEPS:,}; a link may replay at most {LINK_STEPS:,} "
+                     "steps on this server, so those changes were left out")
+        changes = {step: change for step, change in changes.items() if step <= LINK_STEPS}
+    notes += run.follow(changes)
     if scenario.step is not None and scenario.step >= LINK_STEPS:
         notes.append(f"link parameter step={scenario.step}: a link may replay at most {LINK_STEPS:,} steps on this "
                      f"server, so it opens at step {LINK_STEPS - 1:,}; press Run to go further")

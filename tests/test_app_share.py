@@ -266,3 +266,24 @@ def test_an_upload_over_the_budget_is_refused_by_name_and_size(lab_env):
     assert "huge.jsonl" in error and "at most 5 MiB" in error and run_of(app) is before
     app.file_uploader(key="upload").set_value(("huge.jsonl", big, "application/jsonl")).run()
     assert not app.exception and run_of(app) is before and "at most 5 MiB" in "\n".join(e.value for e in app.error)
+
+
+def test_a_run_file_carries_mid_run_changes_so_continue_live_reproduces_them(lab_env):
+    """A knob set at step 3 and a request added at step 5 used to be lost from the file, so Continue
+    live refused ('did not reproduce its steps'); the file now holds the whole script."""
+    app = open_app({"preset": "burst", "step": "2"})
+    app.number_input(key="knob_max_num_seqs").set_value(2).run()
+    app.number_input(key="run_n").set_value(2)
+    click(app, "run_steps")
+    live = run_of(app)
+    live.add_request(WorkloadItem("KING: Speak.", max_tokens=3))
+    live.step(3)
+    assert sorted(live.changes) == [3, 5]
+    text = export(app, "Run")
+    upload_run(app, "changed.jsonl", text)
+    click(app, "continue_live")
+    run = run_of(app)
+    assert not isinstance(run, Recording) and not app.error
+    assert timeless(run.records) == timeless(live.records) and run.changes == live.changes
+    run.seek(len(run.records) - 1)  # the replay opened at its start; at its end, the knob set at step 3 is in force
+    assert run.config_next() == live.config_next() and run.config_next().max_num_seqs == 2

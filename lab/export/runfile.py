@@ -1,15 +1,20 @@
-"""The run as a JSONL file: a header (format, version, config, workload, seed), then one record a line.
+"""The run as a JSONL file: a header (format, version, config, workload, seed, changes), then one
+record a line.
 
-A file holds the records themselves, so it replays without the model (lab/recording.py).
+A file holds the records themselves, so it replays without the model (lab/recording.py),
+and the whole script (the config at step 0, the workload, and the knobs set and requests added
+before later steps), so Continue live can rebuild the run on the engine. Files written before
+'changes' was added still open: they had none.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from engine import EngineConfig, StepRecord
 from engine.workload import WorkloadItem
+from lab.run import Change
 
 RUN_FORMAT = "scheduler-loop-lab/run"
 RUN_FORMAT_VERSION = 1
@@ -23,6 +28,7 @@ class SavedRun:
     workload: list[WorkloadItem]
     seed: int | None
     records: list[StepRecord]
+    changes: dict[int, Change] = field(default_factory=dict)  # step -> what was done just before it
 
 
 def dump_run(run: SavedRun) -> str:
@@ -31,7 +37,9 @@ def dump_run(run: SavedRun) -> str:
     One record per line keeps a long run streamable and lets an error message point
     at the step that is broken."""
     header = {"format": RUN_FORMAT, "version": RUN_FORMAT_VERSION, "config": run.config.to_dict(),
-              "workload": [asdict(item) for item in run.workload], "seed": run.seed}
+              "workload": [asdict(item) for item in run.workload], "seed": run.seed,
+              "changes": {str(step): {"knobs": c.knobs, "requests": [asdict(i) for i in c.requests]}
+                          for step, c in sorted(run.changes.items())}}
     lines = [json.dumps(header)] + [json.dumps(r.to_dict()) for r in run.records]
     return "\n".join(lines) + "\n"
 
@@ -84,7 +92,27 @@ def _header(n: int, line: str) -> dict:
     seed = data.get("seed")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
         raise ValueError(f"line {n}: the header's 'seed' must be an integer or null; found {seed!r}")
-    return {"config": config, "workload": items, "seed": seed}
+    return {"config": config, "workload": items, "seed": seed, "changes": _changes(n, data.get("changes", {}))}
+
+
+def _changes(n: int, data: object) -> dict[int, Change]:
+    """The header's mid-run changes: {"<step>": {"knobs": {...}, "requests": [...]}}."""
+    if not isinstance(data, dict):
+        raise ValueError(f"line {n}: the header's 'changes' must be an object of step -> change")
+    changes = {}
+    for step, change in data.items():
+        where = f"line {n}: the change before step {step!r}"
+        if not (isinstance(step, str) and step.isdigit()) or not isinstance(change, dict):
+            raise ValueError(f"{where}: a step number mapping to {{knobs, requests}} is expected")
+        knobs, requests = change.get("knobs", {}), change.get("requests", [])
+        if not isinstance(knobs, dict) or not isinstance(requests, list):
+            raise ValueError(f"{where}: 'knobs' must be an object and 'requests' a list")
+        try:
+            items = [WorkloadItem(**item) for item in requests]
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: {exc}") from exc
+        changes[int(step)] = Change(dict(knobs), items)
+    return changes
 
 
 def _json_object(n: int, line: str, what: str) -> dict:
@@ -98,6 +126,5 @@ def _json_object(n: int, line: str, what: str) -> dict:
 
 
 def saved_run(run) -> SavedRun:
-    """A run (lab.run.History) as a file holds it. Mid-run changes are not in the header, only their
-    effects in the records."""
-    return SavedRun(run.config, list(run.workload), run.config.seed, list(run.records))
+    """A run (lab.run.History) as a file holds it: its script and its records."""
+    return SavedRun(run.config, list(run.workload), run.config.seed, list(run.records), dict(run.changes))
