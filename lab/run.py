@@ -102,6 +102,10 @@ class History:
         """Requests refused before step 0 when nothing at all can run: a recording has none to report."""
         return []
 
+    def prompt_tokens(self) -> dict[str, int]:
+        """Each request's prompt length in tokens, as far as the records show it."""
+        return {rid: view.num_prompt_tokens for record in self.records for rid, view in record.requests.items()}
+
     def seek(self, index: int) -> None:
         """Show a recorded step (-1: before the first). Looking changes nothing."""
         self.cursor = max(-1, min(index, len(self.records) - 1))
@@ -130,6 +134,10 @@ class Run(History):
         if self.records or self.engine.has_unfinished_requests():
             return []
         return [e for e in self.engine.unreported if e.kind == "rejected"]
+
+    def prompt_tokens(self) -> dict[str, int]:
+        """Each submitted request's prompt length in tokens, before it has even arrived."""
+        return {rid: req.num_prompt_tokens for rid, req in self.engine.requests.items()}
 
     def step(self, n: int = 1) -> list[StepRecord]:
         """Run up to n engine steps from the cursor (branching if it is in the past); stops early when done."""

@@ -297,3 +297,15 @@ def test_a_link_carries_the_lessons_done_so_a_student_can_resume(lab_model, monk
     lessons_page.session_state["session"] = s
     lessons_page.run()
     assert "\n".join(c.value for c in lessons_page.caption).count("done in an earlier session") == 2
+
+
+def test_lesson_1s_first_question_can_be_answered_from_the_page_at_step_0(open_lesson, loaded):
+    """'Add up their prompt tokens': before step 0 the table gives each request's prompt tokens, the
+    first columns, and they add up to what the engine then runs."""
+    at = open_lesson("01_the_loop")
+    table = next(d.value for d in at.dataframe if "prompt_tokens" in d.value.columns)
+    assert list(table.columns[:3]) == ["request", "prompt_tokens", "max_tokens"]
+    record = finish(loaded, BY_ID["01_the_loop"]).records[0]
+    admitted = {e.request_id for e in record.events if e.kind == "admitted"}
+    shown = dict(zip(table["request"], table["prompt_tokens"], strict=True))
+    assert sum(shown[r] for r in admitted) == record.budget.prefill_tokens

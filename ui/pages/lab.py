@@ -164,9 +164,16 @@ def intro(run: History) -> None:
     st.markdown("### Ready at step 0")
     st.markdown("Press **Step** to run the first turn of the scheduler loop. These requests will arrive:")
     items = run.items()
-    st.dataframe(pd.DataFrame([dict(request=f"r{i}", arrives_at_step=it.arrival_step, prompt=it.prompt[:80],
-                                    max_tokens=it.max_tokens, priority=it.priority) for i, it in enumerate(items)]),
-                 hide_index=True, key="intro_workload")
+    tokens = run.prompt_tokens()
+    # The numbers a first question asks about come first, so a narrow column beside a lesson still shows them.
+    st.dataframe(pd.DataFrame([dict(request=f"r{i}", prompt_tokens=tokens.get(f"r{i}"), max_tokens=it.max_tokens,
+                                    arrives_at_step=it.arrival_step, priority=it.priority, prompt=it.prompt[:80])
+                               for i, it in enumerate(items)]),
+                 hide_index=True, key="intro_workload", column_config={
+                     "request": st.column_config.TextColumn(width="small"),
+                     "prompt_tokens": st.column_config.NumberColumn("prompt tokens", width="small"),
+                     "max_tokens": st.column_config.NumberColumn("max tokens", width="small"),
+                     "arrives_at_step": st.column_config.NumberColumn("arrives at step", width="small")})
 
 
 def _ms_axis(run: History) -> float | None:
