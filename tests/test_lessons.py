@@ -309,6 +309,18 @@ def test_the_queue_lesson_trace_has_its_knee_between_6_and_7_per_s(loaded):
     assert max(r.stats.num_requests_waiting for r in finish(loaded, lesson).records) > 20
 
 
+def test_the_knee_question_reads_its_answer_off_the_sweep(loaded):
+    """Lesson 12's knee: the lowest swept rate with attainment under 90% is 7 req/s, as the knee test
+    above measures by hand; a prediction of 6 is graded wrong with every rate's numbers shown."""
+    lesson = BY_ID["12_queue_under_load"]
+    points = lesson.knee.sweep(lesson, DEFAULT_MODEL)
+    assert lesson.knee.answer_from(points) == "7"
+    graded = lesson.knee.grade(points, "6")
+    assert not graded.correct and all(f"{r:g} req/s" in graded.explanation for r in lesson.knee.rates)
+    with pytest.raises(ValueError, match="one of"):
+        lesson.knee.grade(points, "6.5")
+
+
 def test_every_lesson_names_its_engine_and_what_prices_its_numbers():
     """Each lesson says whose rules it shows; a lesson priced on a deployment names it in its text."""
     engines = ("vLLM v1", "vLLM v0", "SGLang", "TensorRT-LLM")

@@ -15,6 +15,7 @@ from engine.records import EVENT_KINDS
 from engine.workload import FIELDS, PRESETS, GeneratorSpec, WorkloadError, WorkloadItem, WorkloadSource, submit
 from lab.budgets import engine_for
 from lab.lessons.challenge import ChallengeResult, ChallengeSpec, Target, score_challenge
+from lab.lessons.knee import KneeQuestion
 from lab.lessons.rules import BASE, RULES, Checkpoint, Rule
 
 try:
@@ -72,6 +73,7 @@ class Lesson:
     watch: tuple[Watch, ...] = ()
     variants: tuple[Variant, ...] = ()
     challenge: ChallengeSpec | None = None
+    knee: KneeQuestion | None = None  # a prediction graded on a rate sweep of the lesson's trace
     minutes: int = 10  # about how long it takes, for the learning path
     needs: tuple[int, ...] = ()  # the numbers of the lessons it builds on
 
@@ -254,9 +256,10 @@ def _parse_lesson(t: _Table, lesson_id: str, sections: list[Section]) -> Lesson:
         raise t.error("checkpoints", "ids must be unique")
     watch = tuple(_parse_watch(w, names) for w in t.tables("watch"))
     challenge = _parse_challenge(c, config) if (c := t.table("challenge", None)) else None
+    knee = _parse_knee(k, workload, config) if (k := t.table("knee", None)) else None
     t.done()
     return Lesson(lesson_id, title, tuple(sections), config, workload, seed, start_step, checkpoints, watch,
-                  variants, challenge, minutes, tuple(needs))
+                  variants, challenge, knee, minutes, tuple(needs))
 
 
 def _parse_variant(t: _Table, base: dict) -> Variant:
@@ -411,6 +414,24 @@ def _parse_challenge(t: _Table, lesson_config: dict) -> ChallengeSpec:
         raise t.error("targets", "give at least one target")
     t.done()
     return ChallengeSpec(tuple(targets), knobs, config, workload, score)
+
+
+def _parse_knee(t: _Table, workload: WorkloadSource, config: dict) -> KneeQuestion:
+    if workload.load is None:
+        raise t.error("rates", "a knee question sweeps the arrival rate: the lesson's workload must be a [trace]")
+    if config.get("slo_ttft_ms") is None and config.get("slo_tpot_ms") is None:
+        raise t.error("attainment", "a knee question needs an SLO in [config] (slo_ttft_ms or slo_tpot_ms)")
+    rates = t.get("rates", list)
+    if len(rates) < 2 or not all(isinstance(r, int | float) and not isinstance(r, bool) and 0 < r <= 1000
+                                 for r in rates):
+        raise t.error("rates", f"must list at least two rates in (0, 1000] requests/s; got {rates!r}")
+    attainment = float(t.get("attainment", (int, float), 0.9))
+    if not 0 < attainment <= 1:
+        raise t.error("attainment", f"must be a fraction in (0, 1]; got {attainment!r}")
+    knee = KneeQuestion(t.get("question", str), tuple(float(r) for r in sorted(rates)), attainment,
+                        t.get("explain", str, ""))
+    t.done()
+    return knee
 
 
 def _parse_target(t: _Table) -> Target:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lab.lessons.challenge import ChallengeResult
+from lab.lessons.knee import ID as KNEE
 from lab.lessons.rules import Answer, Checkpoint, Grade
 
 
@@ -39,7 +40,7 @@ class LessonProgress:
 
     def complete(self, lesson) -> bool:
         """Every question answered and, if the lesson has one, its challenge passed."""
-        answered = all(c.id in self.grades for c in lesson.checkpoints)
+        answered = all(c.id in self.grades for c in lesson.checkpoints) and (lesson.knee is None or KNEE in self.grades)
         return answered and (lesson.challenge is None or any(r.passed for r in self.attempts))
 
     def restart(self) -> None:

@@ -23,6 +23,7 @@ import pandas as pd
 import streamlit as st
 
 from engine.metrics import METRICS
+from lab.budgets import heavy_job
 from lab.lessons import (
     BASE,
     AnswerError,
@@ -33,6 +34,7 @@ from lab.lessons import (
     grade,
     play_challenge,
 )
+from lab.lessons.knee import ID as KNEE
 from lab.run import History, Run, default_config
 from lab.scenario import LINK_LIST
 from ui.session import Visit, cached_load, exclusive, lessons, session
@@ -365,6 +367,34 @@ def _challenge(lesson: Lesson, v: Visit) -> None:
         _leaderboard(spec, v)
 
 
+def _knee(lesson: Lesson, v: Visit) -> None:
+    """A prediction about whole runs: lock in a rate, then the engine sweeps the trace to grade it."""
+    knee = lesson.knee
+    with st.container(border=True, key="lesson_knee"):
+        st.markdown("#### :material/trending_up: Predict the knee")
+        st.markdown(knee.question)
+        graded = v.progress.grades.get(KNEE)
+        if graded is None:
+            with st.form("knee", border=False):
+                choice = st.radio("Your prediction (requests/s)", knee.options, index=None, key="knee_answer")
+                locked = st.form_submit_button("Lock in and run the sweep", type="primary", width="stretch",
+                                               icon=":material/lock:")
+            if not locked:
+                return
+            if choice is None:
+                st.warning("Pick a rate first.")
+                return
+            status = st.empty()
+            queued = heavy_job(on_wait=lambda place: status.info(f"The server is busy: number {place} in line."))
+            with st.spinner(f"Running the trace at {len(knee.rates)} rates, one fresh engine each…"), queued:
+                points = knee.sweep(lesson, default_config().model)
+            status.empty()
+            graded = knee.grade(points, choice)
+            v.progress.answers[KNEE], v.progress.grades[KNEE] = choice, graded
+        (st.success if graded.correct else st.error)(graded.explanation.split("\n")[0])
+        st.markdown("\n".join(graded.explanation.split("\n")[1:]))
+
+
 def _leaderboard(spec, v: Visit) -> None:
     """The student's own attempts in this session, best first."""
     if len(v.progress.attempts) < 2:
@@ -416,6 +446,8 @@ def panel() -> None:
     _variants(lesson, variant)
     _now(lesson, variant, departures, run, v)
     _text(lesson, v)
+    if lesson.knee is not None:
+        _knee(lesson, v)
     if lesson.challenge is not None:
         _challenge(lesson, v)
     _answers(lesson, v)
