@@ -213,3 +213,17 @@ def test_the_server_watches_no_files_so_a_venv_in_the_checkout_stays_quiet(serve
     config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
     assert config["server"]["fileWatcherType"] == "none"
     assert ".venv/" in (ROOT / ".gitignore").read_text().split()
+
+
+def test_the_arrow_keys_step_outside_presenter_mode_too(page):
+    page.locator("[data-test-script-state=notRunning]").wait_for(state="attached")
+    page.wait_for_function("() => window.labPresenterKeys !== undefined")
+    connected(page)
+    page.keyboard.press("ArrowRight")
+    wait_for_step(page, 0)
+    page.keyboard.press("ArrowRight")
+    wait_for_step(page, 1)
+    page.keyboard.press("ArrowLeft")
+    wait_for_step(page, 0)
+    assert page.get_by_text("Looking back at step 0").is_visible()
+    assert_no_exception(page)

@@ -1,7 +1,8 @@
 """Presenter mode: the lab on a projector, driven from the keyboard.
 
 On (the sidebar toggle, or ``?present=1`` in the link), the sidebar and its knobs
-are hidden, the type is large, and three keys drive the step bar:
+are hidden and the type is large. Three keys drive the step bar, in presenter mode
+and out of it (the step bar's tooltips name them):
 
     →  Step      ←  Back      Space  Play / Pause
 
@@ -44,8 +45,8 @@ CSS = """
 """
 
 
-# One listener on the page, replaced (not added to) on every redraw. It does nothing once
-# presenter mode is off (its exit button is gone), or while the user types or drags the slider.
+# One listener on the page, replaced (not added to) on every redraw. It does nothing where there
+# is no step bar (another page), or while the user types or drags the slider.
 KEY_SCRIPT = """
 <script>
 (() => {
@@ -53,7 +54,7 @@ KEY_SCRIPT = """
   const handled = (event) => {
     const key = keys[event.key];
     if (!key || event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return null;
-    if (!document.querySelector(".st-key-exit_presenter")) return null;
+    if (!document.querySelector(".st-key-step_bar")) return null;
     const target = event.target;
     if (target && (target.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName)
                    || target.getAttribute("role") === "slider")) return null;
@@ -120,11 +121,12 @@ def toggle() -> None:
 
 
 def apply() -> None:
-    """When presenting: the projector style, a key to the keys, and the way out (the sidebar is hidden)."""
+    """The keys, always; when presenting, the projector style, a key to the keys, and the way out
+    (the sidebar is hidden)."""
+    st.html(KEY_SCRIPT % json.dumps(KEYS), unsafe_allow_javascript=True)
     if not session().presenting:
         return
     st.markdown(CSS, unsafe_allow_html=True)
-    st.html(KEY_SCRIPT % json.dumps(KEYS), unsafe_allow_javascript=True)
     left, right = st.columns([4, 1.3], vertical_alignment="center")
     left.caption("**Presenter mode** · → step · ← back · Space play / pause")
     right.button("Exit presenter mode", key="exit_presenter", on_click=_exit, icon=":material/close_fullscreen:",

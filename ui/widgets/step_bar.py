@@ -56,17 +56,17 @@ def step_bar(hold: Hold | None = None) -> None:
                                                 gap="xsmall")
     cols[0].button("Back", icon=":material/skip_previous:", key="back", on_click=_on_back,
                    disabled=run.cursor < 0 or playing, width="stretch",
-                   help="Show the previous step (nothing is re-run).")
+                   help="Show the previous step (nothing is re-run). Key: ←")
     cols[1].button("Step", icon=":material/skip_next:", key="step", on_click=_on_step, args=(1, hold), type="primary",
                    disabled=done or playing, width="stretch",
-                   help="Run one scheduler step. From a past step, the run branches there.")
+                   help="Run one scheduler step. From a past step, the run branches there. Key: →")
     cols[2].button("Run", icon=":material/fast_forward:", key="run_steps", on_click=_on_step, args=(None, hold),
                    disabled=done or playing, width="stretch",
                    help="Run the number of steps on the right (stops early when every request has finished).")
     cols[3].number_input("steps", 1, 1000, 10, key="run_n", label_visibility="collapsed")
     cols[4].button("Pause" if playing else "Play", icon=":material/pause:" if playing else ":material/play_arrow:",
                    key="play", on_click=_on_play, disabled=done and not playing, width="stretch",
-                   help="Step automatically at the speed on the right.")
+                   help="Step automatically at the speed on the right. Key: Space")
     cols[5].slider("steps / s", 0.5, 8.0, 2.0, 0.5, key="speed", label_visibility="collapsed",
                    format="%.1f steps/s", help="Auto-play speed, steps per second.")
     cols[6].button("Reset", icon=":material/restart_alt:", key="reset", on_click=_on_reset, width="stretch",
