@@ -226,7 +226,8 @@ def test_presenter_mode_from_a_link(lab_env):
     assert link_of(app)["present"] == "1"
     click(app, "exit_presenter")
     assert not app.session_state["session"].presenting and "present" not in link_of(app)
-    assert not any("labPresenterKeys" in h.proto.body for h in app.get("html"))
+    assert not any("stSidebarCollapsedControl" in m.value for m in app.markdown)  # the projector style is gone
+    assert any("labPresenterKeys" in h.proto.body for h in app.get("html"))  # the keys stay: they work out of it too
 
 
 HOSTILE = "</script><img src=x onerror=alert(1)>"
