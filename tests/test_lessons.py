@@ -423,6 +423,11 @@ BAD_EDITS = [
      "variants[0].config"),
     ('title = "', 'preset = "chat_mix"\ntitle = "', "requests"),
     ("seed = 0", "seed = 0\nseed = 1", "cannot be read"),
+    ('rule = { kind = "admitted_ids" }', 'rule = { kind = "admitted_ids" }\ntolerance = 0.1',
+     "checkpoints[0].tolerance"),
+    ("[[requests]]", '[challenge]\nknobs = []\n[challenge.trace]\nrate = -1\n[[challenge.targets]]\n'
+     'metric = "goodput"\nmin = 1\n\n[[requests]]', "challenge.trace"),
+    ("[[requests]]", '[knee]\nquestion = "?"\nrates = [1, 2]\n\n[[requests]]', "knee.rates"),
 ]
 
 

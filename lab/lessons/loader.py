@@ -279,25 +279,23 @@ def _parse_workload(t: _Table, lesson_id: str) -> tuple[WorkloadSource, list[str
     if len(given) != 1:
         raise t.error("requests", "give exactly one workload: [[requests]], preset, [generator] or [trace]")
     if given == ["trace"]:
-        g = t.table("trace")
-        try:
-            spec = TraceSpec(**g.data)
-        except (TypeError, ValueError) as exc:
-            raise t.error("trace", str(exc)) from None
-        return WorkloadSource(load=spec), None
+        return WorkloadSource(load=_spec(t, "trace", TraceSpec)), None
     if given == ["preset"]:
         name = t.get("preset", str)
         if name not in PRESETS:
             raise t.error("preset", f"unknown preset {name!r}; presets: {', '.join(sorted(PRESETS))}")
         return WorkloadSource(preset=name), None
     if given == ["generator"]:
-        g = t.table("generator")
-        try:
-            spec = GeneratorSpec(**g.data)
-        except (TypeError, ValueError) as exc:
-            raise t.error("generator", str(exc)) from None
-        return WorkloadSource(generator=spec), None
+        return WorkloadSource(generator=_spec(t, "generator", GeneratorSpec)), None
     return _parse_requests(t, lesson_id)
+
+
+def _spec(t: _Table, key: str, kind: type):
+    """A table of a spec's fields ([generator], [trace]), built and checked by the spec itself."""
+    try:
+        return kind(**t.table(key).data)
+    except (TypeError, ValueError) as exc:
+        raise t.error(key, str(exc)) from None
 
 
 def _parse_requests(t: _Table, lesson_id: str) -> tuple[WorkloadSource, list[str]]:
@@ -400,12 +398,7 @@ def _parse_challenge(t: _Table, lesson_config: dict) -> ChallengeSpec:
         EngineConfig.from_dict({**lesson_config, **config})
     except ValueError as exc:
         raise t.error("config", str(exc)) from None
-    workload = None
-    if (trace := t.table("trace", None)) is not None:
-        try:
-            workload = WorkloadSource(load=TraceSpec(**trace.data))
-        except (TypeError, ValueError) as exc:
-            raise t.error("trace", str(exc)) from None
+    workload = WorkloadSource(load=_spec(t, "trace", TraceSpec)) if "trace" in t.data else None
     score = t.get("score", str, None)
     if score is not None and score not in METRICS:
         raise t.error("score", f"must be a metric ({', '.join(METRICS)}); got {score!r}")
