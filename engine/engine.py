@@ -25,6 +25,7 @@ from engine.records import (
     StepRecord,
     StepStats,
     StepTimings,
+    Unchanged,
 )
 from engine.request import FinishReason, Request
 from engine.scheduler import Scheduler
@@ -56,6 +57,7 @@ class Engine:
         self._events: list[Event] = []  # said between steps, reported with the next one
         self.counters = dict.fromkeys(COUNTER_KEYS, 0)
         self.modeled_steps: list[tuple[float, float, float]] = []  # (ms, mfu, mbu) of each priced step
+        self._unchanged = Unchanged()
 
     # ---- requests ---------------------------------------------------------------------------
 
@@ -309,13 +311,18 @@ class Engine:
             num_requests_swapped=len(sched.swapped),
             num_requests_finished=sched.num_finished,
             kv_cache_usage_perc=round(blocks.usage(), 6), num_batched_tokens=tokens, **self.counters)
+        # Keys no request id can collide with: ("queue", name), ("card", id), (device, block id).
+        pages = {(p.device, p.block_id): p for p in blocks.snapshot(self.requests, self.loaded.text_of)}
+        kept = self._unchanged({
+            **{("queue", name): [r.request_id for r in queue]
+               for name, queue in (("waiting", sched.waiting), ("running", sched.running), ("swapped", sched.swapped))},
+            ("queue", "pages"): list(pages), **{("card", rid): self._view(self.requests[rid]) for rid in shown},
+            **pages})
         return StepRecord(
-            step=self.step_index, batch=chunks, budget=budget,
-            waiting=[r.request_id for r in sched.waiting], running=[r.request_id for r in sched.running],
-            swapped=[r.request_id for r in sched.swapped], finished=finished,
-            requests={rid: self._view(self.requests[rid]) for rid in shown},
-            blocks=blocks.snapshot(self.requests, self.loaded.text_of), events=events, stats=stats,
-            timings=timings)
+            step=self.step_index, batch=chunks, budget=budget, waiting=kept["queue", "waiting"],
+            running=kept["queue", "running"], swapped=kept["queue", "swapped"], finished=finished,
+            requests={rid: kept["card", rid] for rid in shown}, blocks=[kept[key] for key in kept["queue", "pages"]],
+            events=events, stats=stats, timings=timings)
 
     def _view(self, req: Request) -> RequestView:
         return RequestView(

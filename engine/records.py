@@ -23,7 +23,7 @@ CHUNK_KINDS = ("prefill", "prefill_chunk", "decode", "recompute_prefill")
 PHASES = (*CHUNK_KINDS, "waiting", "stalled", "preempted", "swapped", "finished")
 
 
-@dataclass
+@dataclass(slots=True)
 class ScheduledChunk:
     """One request's share of this step's forward pass: tokens [start, start + num_tokens)."""
 
@@ -35,7 +35,7 @@ class ScheduledChunk:
     new_token_text: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class Event:
     """One scheduling decision, with the rule that made it in plain words."""
 
@@ -45,7 +45,7 @@ class Event:
     data: dict = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class Budget:
     """How much of each per-step limit the step used, and the KV pool after it."""
 
@@ -63,7 +63,7 @@ class Budget:
     num_cpu_blocks: int
 
 
-@dataclass
+@dataclass(slots=True)
 class BlockState:
     """One KV page. Free pages are left out of the map; anything absent is free."""
 
@@ -78,7 +78,7 @@ class BlockState:
     text: str
 
 
-@dataclass
+@dataclass(slots=True)
 class RequestView:
     """A request's state after the step, enough to draw its card."""
 
@@ -97,7 +97,7 @@ class RequestView:
     arrival_ms: float | None = None  # an arrival by time, on the modeled clock (None: it arrived by step)
 
 
-@dataclass
+@dataclass(slots=True)
 class StepStats:
     """Gauges and counters after the step; names follow vLLM's metrics where one exists."""
 
@@ -117,7 +117,7 @@ class StepStats:
     preempted_prefix_cache_hits: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class ModeledCost:
     """The step priced on a deployment (engine/hardware.py): modeled, not measured, and the same on
     every run, so records compare with it. Absent when the lab's clock is this machine's wall time."""
@@ -134,7 +134,7 @@ class ModeledCost:
     clock_ms: float  # the modeled clock at the step's end
 
 
-@dataclass
+@dataclass(slots=True)
 class StepTimings:
     """Wall times; they differ from run to run, so equality checks leave them out."""
 
@@ -147,7 +147,7 @@ class StepTimings:
         return self.schedule_ms + self.forward_ms + self.swap_ms
 
 
-@dataclass
+@dataclass(slots=True)
 class StepRecord:
     step: int
     batch: list[ScheduledChunk]
@@ -189,6 +189,20 @@ class StepRecord:
         data = self.to_dict()
         data.pop("timings")
         return data
+
+
+class Unchanged:
+    """Hands back the previous step's object wherever one equals it (a page, a card, a queue), so a
+    run's records cost memory in proportion to what changed per step, not to the pool and the
+    queues. Records are read, never edited, so sharing an object between steps is safe."""
+
+    def __init__(self) -> None:
+        self._last: dict[typing.Hashable, typing.Any] = {}
+
+    def __call__(self, values: dict[typing.Hashable, typing.Any]) -> dict[typing.Hashable, typing.Any]:
+        last = self._last
+        self._last = {key: last[key] if last.get(key) == value else value for key, value in values.items()}
+        return self._last
 
 
 def _build(tp: typing.Any, value: typing.Any) -> typing.Any:

@@ -348,6 +348,21 @@ def test_step_records_round_trip_through_json(tiny_llama):
         assert back.without_timings() == rec.without_timings()
 
 
+def test_records_share_what_did_not_change_between_steps(tiny_llama):
+    """A long run's records must cost memory per change, not per card and page: a waiting card,
+    a full page and an unchanged queue are the very objects of the step before."""
+    eng = make(tiny_llama, block_size=4, num_gpu_blocks=64, max_num_seqs=1)
+    for i in range(6):
+        eng.add_request(prompt(10 * i, 9), greedy(8))
+    first, second = eng.step(), eng.step()
+    assert second.requests["r5"] is first.requests["r5"]  # still waiting, unchanged
+    assert second.requests["r0"] is not first.requests["r0"]  # decoding: its card changed
+    assert second.waiting is first.waiting
+    full = [p for p in first.blocks if p.num_tokens == 4]
+    assert full and all(any(q is p for q in second.blocks) for p in full)
+    assert StepRecord.from_dict(json.loads(json.dumps(second.to_dict()))) == second
+
+
 def test_update_config_changes_live_knobs_between_steps(tiny_llama):
     eng = make(tiny_llama, max_num_seqs=1)
     for i in range(3):
