@@ -14,6 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from engine.workload import WorkloadItem, dump_workload
+from ui.pages.lab import scrubber_key
 from ui.session import readable_lessons
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -49,6 +50,11 @@ def click(app: AppTest, key: str) -> AppTest:
     return app
 
 
+def scrubber(app: AppTest):
+    """The time-travel slider: one per length of the history (ui/pages/lab.py scrubber_key)."""
+    return app.select_slider(key=scrubber_key(len(run_of(app).records)))
+
+
 def markdown(app: AppTest) -> str:
     return "\n".join(m.value for m in app.markdown)
 
@@ -75,7 +81,7 @@ def test_run_back_and_scrubber_move_through_history(at):
     assert (run.cursor, len(run.records)) == (5, 6)
     click(at, "back")
     assert run.cursor == 4 and step_header(at).startswith("### Step 4")
-    at.select_slider(key="scrubber").set_value(1).run()
+    scrubber(at).set_value(1).run()
     assert run.cursor == 1 and len(run.records) == 6
     assert step_header(at).startswith("### Step 1")
     assert "Looking back at step 1" in "\n".join(c.value for c in at.caption)
@@ -88,7 +94,7 @@ def test_stepping_from_the_past_branches_and_replays_exactly(at):
     click(at, "run_steps")
     run = run_of(at)
     old = [r.without_timings() for r in run.records]
-    at.select_slider(key="scrubber").set_value(2).run()
+    scrubber(at).set_value(2).run()
     click(at, "step")
     assert (run.cursor, len(run.records)) == (3, 4)  # the later steps are gone: a new branch
     assert [r.without_timings() for r in run.records] == old[:4]  # nothing changed, so the same steps
@@ -113,9 +119,9 @@ def test_live_knob_applies_from_the_next_step_and_is_kept_in_history(at):
     assert run.records[0].budget.seq_cap == 16 and run.record.budget.seq_cap == 2
     assert "you set" in markdown(at)
     # Time travel shows the knobs as they were: before the change, the sidebar reads 16 again.
-    at.select_slider(key="scrubber").set_value(-1).run()
+    scrubber(at).set_value(-1).run()
     assert at.number_input(key="knob_max_num_seqs").value == 16
-    at.select_slider(key="scrubber").set_value(1).run()
+    scrubber(at).set_value(1).run()
     assert at.number_input(key="knob_max_num_seqs").value == 2
 
 

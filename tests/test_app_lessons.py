@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import test_lessons
 from streamlit.testing.v1 import AppTest
-from test_app import APP, click, markdown, run_of
+from test_app import APP, click, markdown, run_of, scrubber
 from test_lessons import BY_ID, LESSONS, SOLUTION, finish
 
 from lab.lessons import format_answer, grade, load_glossary
@@ -150,7 +150,7 @@ def test_skip_then_answer_later_and_bad_input_keeps_everything(open_lesson, load
     lock_in(at, lesson_id, "what-stops-r3", engine_answer(loaded, lesson_id, "what-stops-r3"))
     assert progress(at, lesson_id).grades["what-stops-r3"].correct
 
-    at.select_slider(key="scrubber").set_value(-1).run()  # back before step 0: the skipped question again
+    scrubber(at).set_value(-1).run()  # back before step 0: the skipped question again
     assert "You skipped this one earlier" in messages(at.caption)
     lock_in(at, lesson_id, "first-batch", engine_answer(loaded, lesson_id, "first-batch"))
     assert run.cursor == 0 and len(run.records) == 3, "the recorded step is shown, the later ones are kept"

@@ -69,7 +69,7 @@ def test_open_a_lesson_answer_a_question_and_see_the_reveal(page, loaded):
 
     # Time travel with the scrubber reruns only the charts' fragment; the lesson panel must follow it.
     settle(page)
-    page.locator(".st-key-scrubber").get_by_role("slider").focus()
+    page.locator("[class*=st-key-scrubber_]").get_by_role("slider").focus()
     page.keyboard.press("ArrowLeft")
     wait_for_step(page, victim.at_step - 1)
     reveal.wait_for(state="detached")

@@ -44,7 +44,7 @@ def press(page, key: str) -> None:
     after the first run ends) and the listener is in place."""
     page.locator("[data-test-script-state=notRunning]").wait_for(state="attached")
     page.locator(".st-key-step button").first.wait_for()
-    page.wait_for_function("() => window.labPresenterKeys !== undefined")
+    page.wait_for_function("() => window.labKeys !== undefined")
     connected(page)
     page.keyboard.press(key)
 

@@ -80,6 +80,7 @@ class Session:
     link_opened: bool = False
     welcomed: bool = False  # the first-visit welcome was shown and left, or a link or lesson opened
     presenting: bool = False
+    keys_applied: int = 0  # key presses applied so far, of the count the page sends (ui/widgets/keys.py)
     ab: ABRun | None = None
     ab_configs: tuple[EngineConfig, EngineConfig] | None = None
     sweep: dict | None = None  # the last sweep's result, kept until the next

@@ -33,10 +33,19 @@ from ui.widgets.workload import workload_panel
 # ---- sections -----------------------------------------------------------------------------
 
 
+def scrubber_key(num_steps: int) -> str:
+    """A new slider for each length of the history. A step taken while a redraw is cut short (fast
+    key presses do it) leaves the page holding the slider's old position, which Streamlit then
+    reports as a move; under one key for every length it took the run back a step or two. Now a
+    report from a slider of another length is known stale and ignored."""
+    return f"scrubber_{num_steps}"
+
+
 @exclusive
-def _on_scrub() -> None:
+def _on_scrub(key: str) -> None:
     s = session()
-    s.run.seek(s.widget("scrubber"))
+    if key == scrubber_key(len(s.run.records)):  # Streamlit still reports a slider from a redraw cut short
+        s.run.seek(s.widget(key))
 
 
 def scrubber(run: History) -> None:
@@ -44,9 +53,10 @@ def scrubber(run: History) -> None:
     if not run.records:
         return
     s = session()
-    s.set_widget("scrubber", run.cursor)
+    key = scrubber_key(len(run.records))
+    s.set_widget(key, run.cursor)
     st.select_slider(
-        "Step shown", options=list(range(-1, len(run.records))), key="scrubber",
+        "Step shown", options=list(range(-1, len(run.records))), key=key, args=(key,),
         format_func=lambda i: "start" if i < 0 else f"step {i}", label_visibility="collapsed",
         on_change=_on_scrub, disabled=s.playing,
         help="Time travel: show any past step. Step from a past step branches the run there.")

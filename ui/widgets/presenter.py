@@ -1,21 +1,11 @@
 """Presenter mode: the lab on a projector, driven from the keyboard.
 
 On (the sidebar toggle, or ``?present=1`` in the link), the sidebar and its knobs
-are hidden and the type is large. Three keys drive the step bar, in presenter mode
-and out of it (the step bar's tooltips name them):
-
-    →  Step      ←  Back      Space  Play / Pause
-
-A key press clicks the step bar's own button, so it is exactly a click: same
-callback, same disabled state (no Step past the end). Streamlit's own button
-shortcuts would be the obvious tool, but their key binding is dropped on many
-redraws (a stale button's cleanup unbinds the key its successor just bound), so
-a small script listens on the page instead.
+are hidden and the type is large. The step bar's keys (ui/widgets/keys.py:
+→ Step, ← Back, Space Play / Pause) drive it from the keyboard.
 """
 
 from __future__ import annotations
-
-import json
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -23,8 +13,6 @@ import streamlit as st
 from ui.session import session
 
 QUERY_PARAM = "present"  # ?present=1 opens the lab in presenter mode
-# KeyboardEvent.key -> the key of the step bar button it clicks.
-KEYS = {"ArrowRight": "step", "ArrowLeft": "back", " ": "play"}
 FIGURE_SCALE = 1.3  # chart text and heights on the projector, against the charts' own sizes
 
 # Sized for the back of a lecture hall: body text, headings and the step bar's buttons grow;
@@ -42,41 +30,6 @@ CSS = """
 [data-testid="stMainBlockContainer"] .lab-chip, [data-testid="stMainBlockContainer"] .lab-kind {font-size: 1.1rem}
 [data-testid="stMainBlockContainer"] .stMarkdownBadge {font-size: 1.15rem !important}
 </style>
-"""
-
-
-# One listener on the page, replaced (not added to) on every redraw. It does nothing where there
-# is no step bar (another page), or while the user types or drags the slider.
-KEY_SCRIPT = """
-<script>
-(() => {
-  const keys = %s;
-  const handled = (event) => {
-    const key = keys[event.key];
-    if (!key || event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return null;
-    if (!document.querySelector(".st-key-step_bar")) return null;
-    const target = event.target;
-    if (target && (target.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName)
-                   || target.getAttribute("role") === "slider")) return null;
-    return document.querySelector(`.st-key-${key} button`);
-  };
-  const onKeyDown = (event) => {
-    const button = handled(event);
-    if (!button) return;
-    event.preventDefault();  // no page scroll, and Space does not also press a focused button
-    event.stopPropagation();
-    if (!button.disabled && !event.repeat) button.click();
-  };
-  const onKeyUp = (event) => { if (handled(event)) event.preventDefault(); };
-  if (window.labPresenterKeys) {
-    document.removeEventListener("keydown", window.labPresenterKeys.down, true);
-    document.removeEventListener("keyup", window.labPresenterKeys.up, true);
-  }
-  window.labPresenterKeys = {down: onKeyDown, up: onKeyUp};
-  document.addEventListener("keydown", onKeyDown, true);
-  document.addEventListener("keyup", onKeyUp, true);
-})();
-</script>
 """
 
 
@@ -121,9 +74,7 @@ def toggle() -> None:
 
 
 def apply() -> None:
-    """The keys, always; when presenting, the projector style, a key to the keys, and the way out
-    (the sidebar is hidden)."""
-    st.html(KEY_SCRIPT % json.dumps(KEYS), unsafe_allow_javascript=True)
+    """When presenting: the projector style, a key to the keys, and the way out (the sidebar is hidden)."""
     if not session().presenting:
         return
     st.markdown(CSS, unsafe_allow_html=True)

@@ -6,12 +6,14 @@ A page may hold the run short of a step (a lesson does, before each question):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import streamlit as st
 
 from lab.run import History
 from ui.session import exclusive, session
+from ui.widgets import keys
 
 Hold = Callable[[History, int], int]
 
@@ -19,6 +21,8 @@ Hold = Callable[[History, int], int]
 @exclusive
 def _on_step(n: int | None = None, hold: Hold | None = None) -> None:
     s = session()
+    if s.playing or s.run.done:  # the button is disabled then; a key press lands here too
+        return
     n = n or s.widget("run_n")
     if hold is not None:
         n = hold(s.run, n)
@@ -28,7 +32,9 @@ def _on_step(n: int | None = None, hold: Hold | None = None) -> None:
 
 @exclusive
 def _on_back() -> None:
-    session().run.back()
+    s = session()
+    if not s.playing and s.run.cursor >= 0:
+        s.run.back()
 
 
 @exclusive
@@ -41,7 +47,8 @@ def _on_reset() -> None:
 
 def _on_play() -> None:
     s = session()
-    s.playing = not s.playing
+    if s.playing or not s.run.done:
+        s.playing = not s.playing
 
 
 def step_bar(hold: Hold | None = None) -> None:
@@ -69,5 +76,6 @@ def step_bar(hold: Hold | None = None) -> None:
                    help="Step automatically at the speed on the right. Key: Space")
     cols[5].slider("steps / s", 0.5, 8.0, 2.0, 0.5, key="speed", label_visibility="collapsed",
                    format="%.1f steps/s", help="Auto-play speed, steps per second.")
+    keys.listen({"step": functools.partial(_on_step, 1, hold), "back": _on_back, "play": _on_play})
     cols[6].button("Reset", icon=":material/restart_alt:", key="reset", on_click=_on_reset, width="stretch",
                    help="Start again at step 0 with the knobs and workload shown.")
