@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> dict:
                 ["steps", "shared", "whole copies", "whole / shared", "cards at last step", "pages at last step"],
                 [[r["steps"], r["shared_mb"], r["whole_mb"], r["ratio"], r["cards_last_step"], r["pages_last_step"]]
                  for r in rows])
-    data = {"link": LINK, "runs": rows}
+    data = {"quick": args.quick, "link": LINK, "runs": rows}
     write_results(args.out, "records_memory", data)
     return data
 

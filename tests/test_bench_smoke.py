@@ -114,3 +114,14 @@ def test_load_quick(tmp_path):
     run = data["median_run"]
     assert run["requests"] == 20 and run["steps"] > 0 and run["wall_s"] > 0
     assert run["ms_per_step"] == pytest.approx(1000 * run["wall_s"] / run["steps"])
+
+
+def test_records_memory_quick(tmp_path):
+    from bench import records_memory
+
+    records_memory.main(["--quick", "--out", str(tmp_path)])
+    runs = _read(tmp_path, "records_memory")["runs"]
+    assert [r["steps"] for r in runs] == [100, 1000]
+    # Sharing never costs more than whole copies, and saves more as the run grows.
+    assert all(0 < r["shared_mb"] <= r["whole_mb"] for r in runs)
+    assert runs[1]["ratio"] >= runs[0]["ratio"]

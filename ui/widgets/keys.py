@@ -5,8 +5,8 @@ buttons lost presses: Streamlit folds the clicks that arrive during one script r
 single trigger, so five presses 200 ms apart made three steps. Here the page counts the
 presses instead and sends the count with the latest keys, as a component's state (a value,
 which Streamlit keeps whole when it folds reruns together); the server applies the presses
-it has not applied yet, in order, each with the rules of the button it stands for (no Step
-while playing or past the end).
+it has not applied yet, in order, each through its button's own callback (which refuses what the
+disabled button would: no Step while playing or past the end).
 """
 
 from __future__ import annotations
