@@ -37,7 +37,7 @@ from engine import EngineConfig
 from engine.config import LIVE_KNOBS
 from engine.load import LengthDist, RateSpec, TraceSpec
 from engine.workload import PRESETS, GeneratorSpec, WorkloadItem, WorkloadSource
-from lab.budgets import LINK_STEPS
+from lab.budgets import LINK_STEPS, BudgetError
 from lab.run import Change, History, Loader, Run
 
 KNOB_PREFIX = "k."
@@ -50,6 +50,7 @@ LINK_KNOBS = tuple(f.name for f in dataclasses.fields(EngineConfig) if f.name no
 GENERATOR_PARAMS = {"seed": "seed", "num_requests": "gen.requests", "arrival_rate": "gen.rate",
                     "prompt_tokens": "gen.prompt", "output_tokens": "gen.output", "priorities": "gen.priorities"}
 MAX_STEP = 100_000
+POOL_KNOBS = ("num_gpu_blocks", "num_cpu_blocks")  # what sizes the KV pools, the part a server's budget caps
 _LESSON_ID = re.compile(r"[\w.-]{1,64}")
 _LIVE_KNOB_KEY = re.compile(r"at(\d{1,9})\.(\w+)")
 
@@ -134,8 +135,17 @@ def open_scenario(scenario: Scenario, base: EngineConfig, default: Sequence[Work
                   load: Loader) -> tuple[Run, list[str]]:
     """A run rebuilt from a scenario: its config and workload, then its mid-run changes replayed
     up to its step. Returns notes on what did not fit; ValueError if the run cannot be built."""
-    run = Run(scenario_config(scenario, base), scenario_workload(scenario, default), load=load)
     notes = []
+    try:
+        run = Run(scenario_config(scenario, base), scenario_workload(scenario, default), load=load)
+    except BudgetError as exc:  # a pool too big for the server: keep the base's pool, open the rest
+        pool = {k: v for k, v in scenario.knobs.items() if k not in POOL_KNOBS}
+        if pool == scenario.knobs:
+            raise
+        notes.append(f"{', '.join(KNOB_PREFIX + k for k in POOL_KNOBS if k in scenario.knobs)}: {exc}; "
+                     "the pool kept its default size")
+        scenario = dataclasses.replace(scenario, knobs=pool)
+        run = Run(scenario_config(scenario, base), scenario_workload(scenario, default), load=load)
     changes = {step: Change(dict(knobs), list(items)) for step, (knobs, items) in scenario_changes(scenario).items()}
     if any(step > LINK_STEPS for step in changes):
         notes.append(f"the link changes the run after step {LINK_STEPS:,}; a link may replay at most {LINK_STEPS:,} "

@@ -126,6 +126,16 @@ def test_a_bad_link_warns_about_each_parameter_and_opens_the_rest(lab_env):
     click(app, "step")  # and the lab works as usual
 
 
+def test_a_link_asking_for_a_pool_over_the_budget_keeps_the_default_pool_and_opens_the_rest(lab_env):
+    app = open_app({"preset": "burst", "k.num_gpu_blocks": "1000000", "k.watermark": "0.5", "step": "3"})
+    assert not app.error
+    (warning,) = app.warning
+    assert "k.num_gpu_blocks" in warning.value and "MiB" in warning.value and "kept its default size" in warning.value
+    run = run_of(app)
+    assert run.config.num_gpu_blocks == 64 and run.config.watermark == 0.5 and run.cursor == 3
+    assert "k.num_gpu_blocks" not in link_of(app)
+
+
 def test_a_step_past_the_end_shows_the_last_step(lab_env):
     app = open_app({"preset": "burst", "step": "5000"})
     run = run_of(app)
