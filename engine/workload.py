@@ -40,9 +40,15 @@ class WorkloadError(ValueError):
     """A workload that cannot be used, with where (line, field) and why."""
 
     def __init__(self, message: str, line: int | None = None, field: str | None = None):
-        where = ", ".join(p for p in (f"line {line}" if line else "", f"field {field!r}" if field else "") if p)
+        where = ", ".join(p for p in (f"line {line}" if line else "", f"field {shown(field)}" if field else "") if p)
         super().__init__(f"{where}: {message}" if where else message)
         self.reason, self.line, self.field = message, line, field
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """A value from a file, as repr and cut short: a garbage file's 'column' can be thousands of bytes."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _is_int(v: object) -> bool:
@@ -88,8 +94,7 @@ class WorkloadItem:
         for name, (ok, must) in _RULES.items():
             value = getattr(self, name)
             if not ok(value):
-                shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-                raise WorkloadError(f"{must}, got {shown}", field=name)
+                raise WorkloadError(f"{must}, got {shown(value)}", field=name)
         self.temperature = float(self.temperature)  # so 1 and 1.0 read back alike
         if self.arrival_ms is not None:
             self.arrival_ms = float(self.arrival_ms)
@@ -213,7 +218,7 @@ def _parse_csv(text: str) -> list[WorkloadItem]:
 def _check_header(header: list[str], line: int) -> None:
     unknown = [name for name in header if name not in FIELDS]
     if unknown:
-        raise WorkloadError(f"the header row names unknown column(s) {', '.join(map(repr, unknown))}; "
+        raise WorkloadError(f"the header row names unknown column(s) {', '.join(map(shown, unknown[:5]))}; "
                             f"{_known(unknown[0], 'columns')} (a CSV workload must start with a header row)", line)
     repeated = sorted({name for name in header if header.count(name) > 1})
     if repeated:

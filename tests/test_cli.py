@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from engine import Engine, EngineConfig, StepRecord
 from engine.__main__ import build_parser, main
 from engine.config import KNOB_HELP
-from engine.workload import WorkloadItem, dump_workload, submit
+from engine.workload import MAX_REQUESTS, WorkloadItem, dump_workload, submit
 
 ROOT = Path(__file__).resolve().parents[1]
 ITEMS = [WorkloadItem("ROMEO:", max_tokens=8, ignore_eos=True),
@@ -125,6 +126,29 @@ def test_bad_input_is_one_line(capsys, tiny_llama, tmp_path, argv, words):
     if "--model" not in argv and argv:
         argv += ["--model", tiny_llama]
     assert words in _fails(capsys, argv)
+
+
+def test_unknown_flag_is_named(capsys, tiny_llama):
+    assert "unrecognized arguments: --colour" in _fails(capsys, ["--preset", "burst", "--colour", "red"])
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_binary_garbage_is_refused_in_one_short_line(capsys, tiny_llama, tmp_path, suffix):
+    garbage = tmp_path / f"garbage{suffix}"
+    garbage.write_bytes(bytes(random.Random(suffix).randrange(256) for _ in range(20_000)))
+    err = _fails(capsys, [str(garbage), "--model", tiny_llama])
+    assert str(garbage) in err and len(err) < 600
+
+
+@pytest.mark.parametrize(("lines", "line_bytes"), [(10_000, 40), (50_000, 1_000)])  # a 10,000-line file; 50 MB
+def test_files_over_the_request_limit_are_refused_at_the_first_line_too_many(capsys, tiny_llama, tmp_path, lines,
+                                                                            line_bytes):
+    big = tmp_path / "big.jsonl"
+    line = json.dumps({"prompt": "ROMEO:".ljust(line_bytes - 16, "x"), "max_tokens": 2}) + "\n"
+    big.write_text(line * lines)
+    assert big.stat().st_size >= lines * line_bytes * 0.9
+    err = _fails(capsys, [str(big), "--model", tiny_llama])
+    assert f"line {MAX_REQUESTS + 1}: more than {MAX_REQUESTS} requests" in err
 
 
 def test_preset_run_can_stop_early(capsys, tiny_llama):
