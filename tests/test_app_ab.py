@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -10,6 +12,8 @@ from test_app import open_page
 
 from engine import Engine
 from engine.workload import submit
+from lab import budgets
+from lab.budgets import heavy_job
 from lab.compare import diff_table
 
 
@@ -98,3 +102,33 @@ def test_a_bad_config_says_which_and_keeps_the_comparison(ab):
     assert ab.toggle(key="ab_B_enable_prefix_caching").value is False
     press(ab, "Step both")  # the page still works
     assert len(before.records[0]) == 2
+
+
+def test_a_run_that_waits_for_a_turn_says_its_place_in_line(ab):
+    """Both of the server's heavy-job turns are held by others: Run to the end waits, saying so from
+    its callback (drawn while it waits), then runs when a turn frees up."""
+    start_b(ab, max_num_seqs=2)
+    release, holding = threading.Event(), []
+
+    def other_job():
+        with heavy_job():
+            holding.append(1)
+            release.wait(30)
+
+    others = [threading.Thread(target=other_job) for _ in range(budgets.HEAVY_JOBS)]
+    for t in others:
+        t.start()
+    while len(holding) < budgets.HEAVY_JOBS:
+        time.sleep(0.01)
+
+    def free_a_turn_once_ours_waits():
+        while budgets.jobs_waiting() == 0:
+            time.sleep(0.01)
+        release.set()
+
+    threading.Thread(target=free_a_turn_once_ours_waits).start()
+    press(ab, "Run to the end")
+    for t in others:
+        t.join(5)
+    assert ab.session_state["session"].ab.done
+    assert any("yours is number 1 in line" in i.value for i in ab.info)

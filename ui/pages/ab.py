@@ -106,8 +106,12 @@ def config_form(same: bool) -> None:
 def _on_step(n: int | None) -> None:
     """Step both runs; a long stretch takes one of the server's turns for heavy jobs (lab/budgets.py)."""
     ab: ABRun = session().ab
-    waited = []
-    with heavy_job(on_wait=waited.append) if n is None or n > 50 else nullcontext():
+
+    def queued(place: int) -> None:  # drawn from the callback, so the browser shows it while the run waits
+        st.info(f"The server is busy with other sweeps and A/B runs: yours is number {place} in line and starts "
+                "when a turn frees up.", icon=":material/hourglass_top:")
+
+    with heavy_job(on_wait=queued) if n is None or n > 50 else nullcontext():
         if n is None:
             ab.run()
         else:
@@ -115,9 +119,6 @@ def _on_step(n: int | None) -> None:
                 if ab.done:
                     break
                 ab.step()
-    if waited:
-        session().flash("info", f"The server was busy with other sweeps and A/B runs; yours waited as number "
-                                f"{waited[0]} in line.")
 
 
 def step_bar(ab: ABRun) -> None:
