@@ -67,29 +67,8 @@ class Engine:
         """Queue a request; it joins the waiting queue at arrival_step (default: the next step), or
         at the first step that starts at or after arrival_ms on the modeled clock."""
         params = params or SamplingParams()
-        if isinstance(prompt, str):
-            if not prompt.strip():
-                raise ValueError("prompt must not be empty")
-            token_ids = self.loaded.tokenizer.encode(prompt)
-        else:
-            token_ids = list(prompt)
-        if not token_ids:
-            raise ValueError("prompt must contain at least one token")
-        vocab = self.loaded.vocab_size
-        if not all(isinstance(t, int) and 0 <= t < vocab for t in token_ids):
-            raise ValueError(f"prompt token ids must be integers in [0, {vocab})")
-        if not isinstance(priority, int) or isinstance(priority, bool):
-            raise ValueError(f"priority must be an integer; got {priority!r}")
-        if arrival_step is not None and (not isinstance(arrival_step, int) or arrival_step < 0):
-            raise ValueError(f"arrival_step must be an integer >= 0; got {arrival_step!r}")
-        if not isinstance(length_scale, int | float) or isinstance(length_scale, bool) or not 0 < length_scale <= 1:
-            raise ValueError(f"length_scale must be a fraction in (0, 1]; got {length_scale!r}")
-        if arrival_ms is not None:
-            if self.deployment is None:
-                raise ValueError("arrival_ms needs a deployment: arrivals by time are placed on its modeled clock "
-                                 "(this machine's wall time would differ from run to run)")
-            if not isinstance(arrival_ms, int | float) or isinstance(arrival_ms, bool) or not arrival_ms >= 0:
-                raise ValueError(f"arrival_ms must be a number >= 0; got {arrival_ms!r}")
+        token_ids = self._token_ids(prompt)
+        self._check_arrival(priority, arrival_step, arrival_ms, length_scale)
         request_id = request_id or f"r{len(self.requests)}"
         if request_id in self.requests:
             raise ValueError(f"request_id {request_id!r} is already in use")
@@ -106,6 +85,37 @@ class Engine:
         else:
             heapq.heappush(self._pending, (req.arrival_step, req.arrival_index, req))
         return request_id
+
+    def _token_ids(self, prompt: str | list[int]) -> list[int]:
+        if isinstance(prompt, str):
+            if not prompt.strip():
+                raise ValueError("prompt must not be empty")
+            token_ids = self.loaded.tokenizer.encode(prompt)
+        else:
+            token_ids = list(prompt)
+        if not token_ids:
+            raise ValueError("prompt must contain at least one token")
+        vocab = self.loaded.vocab_size
+        if not all(isinstance(t, int) and 0 <= t < vocab for t in token_ids):
+            raise ValueError(f"prompt token ids must be integers in [0, {vocab})")
+        return token_ids
+
+    def _check_arrival(self, priority: int, arrival_step: int | None, arrival_ms: float | None,
+                       length_scale: float) -> None:
+        """Refuse a request whose place in line or size could not be honoured, naming the field."""
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise ValueError(f"priority must be an integer; got {priority!r}")
+        if arrival_step is not None and (not isinstance(arrival_step, int) or arrival_step < 0):
+            raise ValueError(f"arrival_step must be an integer >= 0; got {arrival_step!r}")
+        if not isinstance(length_scale, int | float) or isinstance(length_scale, bool) or not 0 < length_scale <= 1:
+            raise ValueError(f"length_scale must be a fraction in (0, 1]; got {length_scale!r}")
+        if arrival_ms is None:
+            return
+        if self.deployment is None:
+            raise ValueError("arrival_ms needs a deployment: arrivals by time are placed on its modeled clock "
+                             "(this machine's wall time would differ from run to run)")
+        if not isinstance(arrival_ms, int | float) or isinstance(arrival_ms, bool) or not arrival_ms >= 0:
+            raise ValueError(f"arrival_ms must be a number >= 0; got {arrival_ms!r}")
 
     def _never_fits(self, req: Request) -> str | None:
         """Reject at once what could never be served, instead of letting it wait forever."""
