@@ -10,7 +10,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from engine import EngineConfig, StepRecord, load_model
+from engine import Engine, EngineConfig, StepRecord, load_model
 from engine.metrics import METRICS, metric_values
 from engine.workload import WorkloadItem, submit
 from lab.budgets import engine_for
@@ -24,11 +24,29 @@ class ABRun:
     """Two engines on one workload, advanced in lock-step."""
 
     def __init__(self, config_a: EngineConfig, config_b: EngineConfig, workload: list[WorkloadItem]):
-        # load_model caches per process, so two configs of one model share its weights.
-        self.engines = tuple(engine_for(c, load_model(c.model, c.device, c.dtype)) for c in (config_a, config_b))
-        for engine in self.engines:
-            submit(engine, workload)
+        self._configs, self._workload = (config_a, config_b), list(workload)
         self.records: tuple[list[StepRecord], list[StepRecord]] = ([], [])
+        self._engines: tuple[Engine, Engine] | None = (self._replay(0), self._replay(1))  # a bad config fails here
+
+    @property
+    def engines(self) -> tuple[Engine, Engine]:
+        """Both engines, as far as their records go: rebuilt by replaying the workload after release()."""
+        if self._engines is None:
+            self._engines = (self._replay(0), self._replay(1))
+        return self._engines
+
+    def release(self) -> None:
+        """Let go of both engines and their KV pools (a closed tab's comparison); the records stay."""
+        self._engines = None
+
+    def _replay(self, side: int) -> Engine:
+        config = self._configs[side]
+        # load_model caches per process, so two configs of one model share its weights.
+        engine = engine_for(config, load_model(config.model, config.device, config.dtype))
+        submit(engine, self._workload)
+        for _ in self.records[side]:
+            engine.step()
+        return engine
 
     @property
     def done(self) -> bool:

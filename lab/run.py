@@ -22,6 +22,7 @@ them directly. The API, in full:
     run.set_knobs(**knobs) -> bool       # live knobs apply from the next step; others restart (True)
     run.add_request(item)                # joins at the next step (or its own, later, arrival step)
     run.reset(config, workload)          # start again at step 0
+    run.release()                        # drop the engine; the next use replays the script
     run.config_next(), run.items(), run.change_before(step), run.done, run.at_latest
 """
 
@@ -120,7 +121,19 @@ class Run(History):
     def __init__(self, config: EngineConfig, workload: list[WorkloadItem], load: Loader = load_model):
         super().__init__(config, workload)
         self._load = load
-        self.engine = self._replay(0)
+        self._engine: Engine | None = self._replay(0)
+
+    @property
+    def engine(self) -> Engine:
+        """The live engine, after the last recorded step; rebuilt by replaying the script after release()."""
+        if self._engine is None:
+            self._engine = self._replay(len(self.records))
+        return self._engine
+
+    def release(self) -> None:
+        """Let go of the engine and its KV pool (a closed tab's run, on a shared server). The records
+        stay, so the run looks the same; the next step rebuilds the engine from the script."""
+        self._engine = None
 
     @property
     def done(self) -> bool:
@@ -226,11 +239,11 @@ class Run(History):
 
     def _commit_branch(self, engine: Engine) -> None:
         """Make engine the live one, forgetting the recorded future past the cursor."""
-        if engine is self.engine:
+        if engine is self._engine:
             return
         del self.records[self.next_step:]
         self.changes = {s: c for s, c in self.changes.items() if s <= self.next_step}
-        self.engine = engine
+        self._engine = engine
 
     def _branch(self) -> None:
         self._commit_branch(self._engine_at_cursor())

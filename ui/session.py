@@ -27,6 +27,7 @@ from lab.compare import ABRun
 from lab.lessons import Lesson, LessonError, LessonProgress, load_lessons
 from lab.recording import Recording
 from lab.run import History, Run, default_config
+from ui import reaper
 
 DEFAULT_SOURCE = WorkloadSource(preset="chat_mix")  # the workload a new session starts on
 
@@ -150,6 +151,17 @@ class Session:
         messages, self.messages = self.messages, []
         return messages
 
+    # ---- a closed tab ---------------------------------------------------------------------------
+
+    def release(self) -> None:
+        """Let go of every engine and KV pool this session holds (its tab closed). What the student
+        sees stays: the records, the lessons' progress, the results; an engine is rebuilt from its
+        run's script the next time one is used."""
+        runs = [self._run, self.live_run, self.ab, *(visit.run for visit in self.visits.values())]
+        for run in runs:
+            if isinstance(run, Run | ABRun):
+                run.release()
+
     # ---- the widgets' values ------------------------------------------------------------------
 
     @staticmethod
@@ -179,7 +191,9 @@ _CREATE = threading.Lock()
 def session() -> Session:
     """This browser session's Session, created on its first use."""
     with _CREATE:
-        return st.session_state.setdefault("session", Session())
+        s = st.session_state.setdefault("session", Session())
+    reaper.watch(s)
+    return s
 
 
 def exclusive(callback: Callable) -> Callable:
