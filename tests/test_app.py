@@ -109,6 +109,22 @@ def test_reset_returns_to_step_zero(at):
     assert step_header(at) == "### Ready at step 0"
 
 
+def test_restore_default_knobs_restarts_on_the_labs_own_knobs_with_the_same_workload(at):
+    assert at.button(key="default_knobs").disabled  # nothing to restore yet
+    defaults, workload = run_of(at).config, run_of(at).items()
+    at.number_input(key="knob_max_num_seqs").set_value(2).run()
+    at.number_input(key="knob_num_gpu_blocks").set_value(24).run()  # a pool knob: restarts at step 0
+    click(at, "step")
+    click(at, "reset")  # Reset keeps the knobs shown
+    assert (run_of(at).config.max_num_seqs, run_of(at).config.num_gpu_blocks) == (2, 24)
+    click(at, "default_knobs")
+    run = run_of(at)
+    assert run.config_next() == defaults and run.items() == workload and run.records == []
+    assert at.number_input(key="knob_max_num_seqs").value == defaults.max_num_seqs
+    assert at.button(key="default_knobs").disabled
+    assert any("Default knobs restored" in m.value for m in at.info)
+
+
 def test_live_knob_applies_from_the_next_step_and_is_kept_in_history(at):
     click(at, "step")
     at.number_input(key="knob_max_num_seqs").set_value(2).run()

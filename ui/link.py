@@ -16,21 +16,13 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from engine import EngineConfig
 from lab.run import default_config
 from lab.scenario import decode_scenario, encode_scenario, open_scenario, scenario_of
-from ui.session import DEFAULT_SOURCE, Session, cached_load, exclusive, readable_lessons, session
+from ui.session import DEFAULT_SOURCE, Session, cached_load, default_knobs, exclusive, readable_lessons, session
 from ui.widgets import presenter
 
 LONG_LINK = 8000  # characters; longer links break in some mail and chat tools
 PATH_PARAM = "done"  # ?done=1,2,4: the lessons finished, so a student who comes back sees their path
-
-
-def _base(lesson_id: str | None) -> EngineConfig:
-    """The config a link's knobs are relative to: the lesson's, or the lab's defaults."""
-    lesson = readable_lessons().get(lesson_id)
-    defaults = default_config()
-    return defaults if lesson is None else lesson.engine_config(model=defaults.model)
 
 
 def link_params(s: Session) -> dict[str, str]:
@@ -39,7 +31,8 @@ def link_params(s: Session) -> dict[str, str]:
     if not s.replaying:
         lesson = readable_lessons().get(s.lesson_id)
         source = lesson.workload if lesson is not None else s.source
-        params = encode_scenario(scenario_of(s.run, _base(s.lesson_id), source, s.lesson_id), _base(s.lesson_id))
+        base = default_knobs(s.lesson_id)
+        params = encode_scenario(scenario_of(s.run, base, source, s.lesson_id), base)
     if s.presenting:
         params[presenter.QUERY_PARAM] = "1"
     if done := s.lessons_done():
@@ -95,11 +88,11 @@ def open_link() -> None:
         return
     s.welcomed = True  # a shared link opens on what it shares, not on the welcome
     known = readable_lessons()
-    scenario, warnings = decode_scenario(params, default_config(), {i: _base(i) for i in known})
+    scenario, warnings = decode_scenario(params, default_config(), {i: default_knobs(i) for i in known})
     lesson = known.get(scenario.lesson)
     own = lesson.workload if lesson is not None else DEFAULT_SOURCE  # what the link adds its requests to
     try:
-        run, notes = open_scenario(scenario, _base(scenario.lesson), own.items(), load=cached_load)
+        run, notes = open_scenario(scenario, default_knobs(scenario.lesson), own.items(), load=cached_load)
     except ValueError as exc:
         s.flash("error", f"The link could not be opened: {exc}. The lab starts with its defaults.")
         return

@@ -51,6 +51,13 @@ def readable_lessons() -> dict[str, Lesson]:
         return {}
 
 
+def default_knobs(lesson_id: str | None) -> EngineConfig:
+    """The knobs a run starts from: the lesson's, or the lab's defaults. Links are relative to them."""
+    lesson = readable_lessons().get(lesson_id)
+    defaults = default_config()
+    return defaults if lesson is None else lesson.engine_config(model=defaults.model)
+
+
 @dataclass
 class Visit:
     """What the session keeps of one lesson while the student is elsewhere."""

@@ -20,7 +20,7 @@ import streamlit as st
 from engine import EngineConfig
 from engine.config import KNOB_CHOICES, KNOB_HELP, LIVE_KNOBS, SLO_KNOBS
 from engine.hardware import SUGGESTED
-from ui.session import exclusive, session
+from ui.session import default_knobs, exclusive, session
 
 
 @dataclass(frozen=True)
@@ -131,6 +131,15 @@ def _on_knob(name: str) -> None:
             + (f" The {dropped} later step(s) were dropped: the run branches here." if dropped else ""))
 
 
+@exclusive
+def _on_default_knobs() -> None:
+    s = session()
+    s.run.reset(default_knobs(s.lesson_id), s.run.items())
+    s.playing = False
+    s.flash("info", "Default knobs restored: back to step 0 with " + ("the lesson's" if s.lesson_id else "the lab's")
+            + " knobs and the same workload.")
+
+
 def knob_widget(knob: Knob, key: str | None = None, **extra) -> None:
     """One knob's widget. Without a key it is the lab's own, applied on change; with one, a plain
     input (e.g. inside a form) whose value the caller reads with Session.widget(key)."""
@@ -169,3 +178,8 @@ def knobs_panel() -> None:
             st.caption(note)
             for knob in knobs:
                 knob_widget(knob)
+    differ = config != default_knobs(s.lesson_id)
+    st.button("Restore default knobs", icon=":material/settings_backup_restore:", key="default_knobs",
+              on_click=_on_default_knobs, disabled=not differ, width="stretch",
+              help="Start again at step 0 with " + ("the lesson's" if s.lesson_id else "the lab's")
+                   + " own knobs and the same workload.")
