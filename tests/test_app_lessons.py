@@ -82,6 +82,9 @@ def test_each_lesson_opens_at_its_start_with_its_config_and_text(open_lesson, la
         shown = markdown(at)
         assert lesson.sections[0].body in shown and "Section 1 of" in messages(at.caption)
         assert at.selectbox(key="lesson_pick").value == lesson.id
+        # The sidebar's preset box names the lesson's preset, or none: not the lab's last one.
+        assert at.selectbox(key="preset").value == lesson.workload.preset
+        assert at.button(key="load_preset").disabled == (lesson.workload.preset is None)
 
 
 def test_a_question_holds_the_run_and_is_graded_against_the_engine(open_lesson, loaded):

@@ -79,6 +79,7 @@ class Session:
 
     _run: History | None = None  # built on first use (see run)
     source: WorkloadSource = DEFAULT_SOURCE  # where the run's workload came from: what a link names
+    preset_box_for: WorkloadSource | None = None  # the source the sidebar's preset box was last set from
     lesson_id: str | None = None  # the lesson the run belongs to (a link carries it too)
     visits: dict[str, Visit] = field(default_factory=dict)  # lesson id -> what was left there
     playing: bool = False

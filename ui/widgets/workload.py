@@ -128,10 +128,16 @@ def _on_upload() -> None:
 
 
 def _presets() -> None:
-    st.selectbox("Preset", list(PRESETS), key="preset", help="A ready-made workload; each shows one behaviour.",
-                 format_func=lambda n: n.replace("_", " "))
-    st.caption(PRESETS[session().widget("preset")].__doc__.split("\n\n")[0].replace("\n", " "))
-    st.button("Load preset", on_click=_on_preset, key="load_preset", width="stretch")
+    s = session()
+    if s.preset_box_for != s.source:  # a new workload on screen: the box names its preset, or none
+        s.set_widget("preset", s.source.preset)
+        s.preset_box_for = s.source
+    st.selectbox("Preset", list(PRESETS), key="preset", placeholder="not a preset: choose one to load",
+                 help="A ready-made workload; each shows one behaviour.", format_func=lambda n: n.replace("_", " "))
+    chosen = s.widget("preset")
+    if chosen is not None:
+        st.caption(PRESETS[chosen].__doc__.split("\n\n")[0].replace("\n", " "))
+    st.button("Load preset", on_click=_on_preset, key="load_preset", width="stretch", disabled=chosen is None)
 
 
 def _generator() -> None:
