@@ -65,6 +65,7 @@ def step_header(app: AppTest) -> str:
 
 def test_first_page_lists_the_workload_and_steps_on_click(at):
     assert step_header(at) == "### Ready at step 0"
+    assert "| → | Step: run one scheduler step |" in markdown(at)  # the step bar's Keys popover
     assert len(at.dataframe[0].value) == len(run_of(at).items())
     click(at, "step")
     run = run_of(at)

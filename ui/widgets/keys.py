@@ -20,6 +20,9 @@ from ui.session import exclusive, session
 
 # KeyboardEvent.key -> the step bar action it stands for.
 KEYS = {"ArrowRight": "step", "ArrowLeft": "back", " ": "play"}
+# What the keys help says of each: the key as printed on it, and what it does.
+HELP = {"ArrowRight": ("→", "Step: run one scheduler step"), "ArrowLeft": ("←", "Back: show the previous step"),
+        " ": ("Space", "Play / Pause")}
 RECENT = 64  # the presses sent each time: more than can pile up during one script run
 
 # One listener per page, kept across redraws (a redraw hands it the current setStateValue). It
@@ -67,6 +70,13 @@ def _on_presses(actions: dict[str, Callable[[], None]]) -> None:
     for name in recent[len(recent) - new:]:
         actions[name]()
         s.keys_applied += 1  # one at a time: a callback cut short leaves the rest for the next
+
+
+def keys_help() -> None:
+    """The shortcuts, as a table, for the step bar's Keys popover."""
+    rows = "\n".join(f"| {HELP[key][0]} | {HELP[key][1]} |" for key in KEYS)
+    st.markdown(f"| Key | Does |\n|---|---|\n{rows}")
+    st.caption("Anywhere the step bar is, presenter mode included; not while typing in a box or dragging a slider.")
 
 
 def listen(actions: dict[str, Callable[[], None]]) -> None:

@@ -59,8 +59,8 @@ def step_bar(hold: Hold | None = None) -> None:
     # A small gap leaves the labels room on a laptop beside the sidebar; narrower still, the
     # buttons show their icons only (ui/draw.py's CSS): the label is hidden from sight but still
     # names the button for a screen reader, and the tooltip stays.
-    cols = st.container(key="step_bar").columns([1.1, 1.05, 1, 0.7, 1.05, 1.2, 1.1], vertical_alignment="bottom",
-                                                gap="xsmall")
+    cols = st.container(key="step_bar").columns([1.1, 1.05, 1, 0.7, 1.05, 1.2, 1.1, 0.9],
+                                                vertical_alignment="bottom", gap="xsmall")
     cols[0].button("Back", icon=":material/skip_previous:", key="back", on_click=_on_back,
                    disabled=run.cursor < 0 or playing, width="stretch",
                    help="Show the previous step (nothing is re-run). Key: ←")
@@ -78,4 +78,7 @@ def step_bar(hold: Hold | None = None) -> None:
                    format="%.1f steps/s", help="Auto-play speed, steps per second.")
     keys.listen({"step": functools.partial(_on_step, 1, hold), "back": _on_back, "play": _on_play})
     cols[6].button("Reset", icon=":material/restart_alt:", key="reset", on_click=_on_reset, width="stretch",
-                   help="Start again at step 0 with the knobs and workload shown.")
+                   help="Start again at step 0 with the knobs and workload shown (the sidebar's Restore default "
+                        "knobs goes back to the defaults).")
+    with cols[7].popover("Keys", icon=":material/keyboard:", width="stretch", help="Keyboard shortcuts"):
+        keys.keys_help()
