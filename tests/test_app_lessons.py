@@ -326,3 +326,24 @@ def test_the_knee_prediction_is_graded_on_a_rate_sweep_of_the_lessons_trace(open
     assert not graded.correct and graded.right_answer == "7"
     assert "Not quite: you said 6" in messages(at.error) and "7 req/s" in markdown(at)
     assert progress(at, lesson_id).answers["knee"] == "6"
+
+
+def test_answering_every_question_completes_the_lesson_and_offers_the_next(open_lesson, loaded):
+    lesson = BY_ID["01_the_loop"]
+    at = open_lesson(lesson.id)
+    for cp in lesson.checkpoints:  # in step order: Run stops before each question, then it is locked in
+        gap = cp.at_step - run_of(at).next_step
+        if gap:
+            at.number_input(key="run_n").set_value(gap)
+            click(at, "run_steps")
+        assert run_of(at).next_step == cp.at_step
+        assert all(b.key != "next_lesson" for b in at.button), "offered the next lesson before the last answer"
+        lock_in(at, lesson.id, cp.id, engine_answer(loaded, lesson.id, cp.id))
+    n = len(lesson.checkpoints)
+    assert f"**Lesson 1 complete:** {n} of {n} right." in messages(at.success)
+    following = LESSONS[1]
+    assert at.button(key="next_lesson").label == f"Next lesson: 2. {following.title}"
+    click(at, "next_lesson")
+    s = at.session_state["session"]
+    assert s.lesson_id == following.id and run_of(at).workload == following.workload.items()
+    assert all(b.key != "next_lesson" for b in at.button)

@@ -190,10 +190,11 @@ def _on_restart(lesson_id: str) -> None:
 
 
 @exclusive
-def _on_pick() -> None:
+def _on_pick(lesson_id: str | None = None) -> None:
+    """Open the lesson picked in the box (or the one given: the Next-lesson button)."""
     s = session()
     try:
-        open_lesson(s.widget("lesson_pick"))
+        open_lesson(lesson_id or s.widget("lesson_pick"))
     except ValueError as exc:
         s.flash("error", f"The lesson could not open: {exc}. The run on screen is kept.")
 
@@ -248,6 +249,23 @@ def _score(lesson: Lesson, v: Visit) -> None:
     badges.append(f":gray-badge[{answered} of {len(lesson.checkpoints)} questions answered]")
     badges += [f":gray-badge[{skipped} skipped]"] if skipped else []
     st.markdown(" ".join(badges))
+    if v.progress.complete(lesson):
+        _complete(lesson, right, answered)
+
+
+def _complete(lesson: Lesson, right: int, answered: int) -> None:
+    """Every question answered (and the challenge passed): say so, and offer the next lesson."""
+    ids = list(lessons())
+    after = ids.index(lesson.id) + 1
+    with st.container(border=True, key="lesson_complete"):
+        st.success(f"**Lesson {after} complete:** {right} of {answered} right.", icon=":material/celebration:")
+        if after == len(ids):
+            st.markdown("That was the last lesson. The **Glossary** gathers the terms they used; the "
+                        "**A/B** and **Sweep** pages are there for your own questions.")
+            return
+        following = lessons()[ids[after]]
+        st.button(f"Next lesson: {after + 1}. {following.title}", key="next_lesson", on_click=_on_pick,
+                  args=(following.id,), type="primary", icon=":material/arrow_forward:", width="stretch")
 
 
 def _variants(lesson: Lesson, variant: str | None) -> None:
