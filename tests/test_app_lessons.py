@@ -15,6 +15,7 @@ from test_app import APP, click, markdown, run_of, scrubber
 from test_lessons import BY_ID, LESSONS, SOLUTION, finish
 
 from lab.lessons import format_answer, grade, load_glossary
+from lab.lessons.terms import link_terms, load_terms
 from ui.widgets.knobs import KNOBS
 
 loaded = test_lessons.loaded  # the fixture that checks the default model, which the lessons are written for
@@ -80,7 +81,8 @@ def test_each_lesson_opens_at_its_start_with_its_config_and_text(open_lesson, la
         assert run.workload == lesson.workload.items()
         assert (run.next_step, run.at_latest) == (lesson.start_step, True)
         shown = markdown(at)
-        assert lesson.sections[0].body in shown and "Section 1 of" in messages(at.caption)
+        # The text, with its first mention of each glossary term linked to the term's entry.
+        assert link_terms(lesson.sections[0].body, load_terms()) in shown and "Section 1 of" in messages(at.caption)
         assert at.selectbox(key="lesson_pick").value == lesson.id
         # The sidebar's preset box names the lesson's preset, or none: not the lab's last one.
         assert at.selectbox(key="preset").value == lesson.workload.preset
@@ -262,8 +264,9 @@ def test_the_glossary_page_shows_every_entry():
     at = AppTest.from_function(_glossary_page).run()
     assert not at.exception, at.exception
     shown = markdown(at)
-    for section in load_glossary():
-        assert section.body in shown and (not section.title or f"### {section.title}" in shown)
+    for section in load_glossary():  # each answer, its terms linked to their entries above it
+        assert link_terms(section.body, load_terms(), page="") in shown
+        assert not section.title or f"### {section.title}" in shown
 
 
 def test_the_learning_path_shows_time_prerequisites_and_what_is_done(lab_model, monkeypatch, loaded):

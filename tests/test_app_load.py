@@ -40,4 +40,6 @@ def test_the_slo_panel_reports_attainment_and_goodput_of_the_finished_requests(a
     app.session_state["history_tab"] = "Metrics"
     app.run()
     shown = markdown(app)
-    assert "**SLO** TTFT ≤ 200 ms" in shown and "attained" in shown and "goodput" in shown
+    # Its terms link to their glossary entries (a new tab), so "goodput" is one click from its meaning.
+    assert "**[SLO](glossary#slo)** [TTFT](glossary#ttft) ≤ 200 ms" in shown and "attained" in shown
+    assert "[goodput](glossary#goodput)" in shown

@@ -1,11 +1,15 @@
-"""What every page draws with: the lab's CSS, a chart, a request's colour chip, the queued messages."""
+"""What every page draws with: the lab's CSS, a chart, a request's colour chip, prose with its terms
+linked to the glossary, the queued messages."""
 
 from __future__ import annotations
 
+import contextlib
 import html
 
 import streamlit as st
 
+from lab.lessons import LessonError
+from lab.lessons.terms import GLOSSARY_PAGE, link_terms, load_terms
 from lab.palette import request_color, text_color
 from ui.session import session
 from ui.widgets import presenter
@@ -46,6 +50,14 @@ def chip(request_id: str | None) -> str:
 
 def chart(fig, key: str) -> None:
     st.plotly_chart(presenter.sized(fig), key=key, theme=None, config=PLOTLY_CONFIG)
+
+
+def prose(text: str, page: str = GLOSSARY_PAGE) -> None:
+    """Markdown whose first mention of each glossary term links to its entry. If the terms file
+    cannot be read the text still shows, unlinked (the Glossary page says what is wrong)."""
+    with contextlib.suppress(LessonError):
+        text = link_terms(text, load_terms(), page)
+    st.markdown(text)
 
 
 def flashes() -> None:

@@ -198,14 +198,20 @@ def load_lessons(directory: Path = LESSONS_DIR) -> list[Lesson]:
     return lessons
 
 
-def load_lesson(toml_path: Path) -> Lesson:
+def read_toml(toml_path: Path) -> dict:
+    """A lessons/ TOML file's contents; LessonError naming the file if it cannot be read."""
     file = f"{toml_path.parent.name}/{toml_path.name}"
     if tomllib is None:
         raise LessonError(f"{file}: reading lessons needs Python 3.11+ (tomllib) or the 'tomli' package")
     try:
-        data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+        return tomllib.loads(toml_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise LessonError(f"{file}: cannot be read: {exc}") from None
+
+
+def load_lesson(toml_path: Path) -> Lesson:
+    file = f"{toml_path.parent.name}/{toml_path.name}"
+    data = read_toml(toml_path)
     md_path = toml_path.with_suffix(".md")
     if not md_path.exists():
         raise LessonError(f"{file}: its text {md_path.name} is missing")

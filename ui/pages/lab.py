@@ -20,7 +20,7 @@ from lab.charts.history import latest_views, oldest_waiting
 from lab.metrics import run_metrics
 from lab.run import History
 from ui import link
-from ui.draw import CSS, EVENT_TONES, chart, chip, flashes
+from ui.draw import CSS, EVENT_TONES, chart, chip, flashes, prose
 from ui.pages import lesson_panel
 from ui.session import exclusive, readable_lessons, session
 from ui.widgets import presenter
@@ -210,8 +210,8 @@ def slo_summary(run: History, records: list[StepRecord]) -> None:
         st.markdown(f"**SLO** {targets}: no request has finished yet.")
         return
     verdict = ":green[met]" if agg["slo_met"] else ":red[missed]"
-    st.markdown(f"**SLO** {targets} for {slo.percentile:g} % of requests: {agg['slo_attainment']:.0%} attained "
-                f"({verdict}) · goodput {agg['goodput']:.2f} of {agg['request_throughput']:.2f} finished requests/s")
+    prose(f"**SLO** {targets} for {slo.percentile:g} % of requests: {agg['slo_attainment']:.0%} attained "
+          f"({verdict}) · goodput {agg['goodput']:.2f} of {agg['request_throughput']:.2f} finished requests/s")
 
 
 def history_tabs(run: History, records: list[StepRecord]) -> None:

@@ -37,6 +37,7 @@ from lab.lessons import (
 from lab.lessons.knee import ID as KNEE
 from lab.run import History, Run, default_config
 from lab.scenario import LINK_LIST
+from ui.draw import prose
 from ui.session import Visit, cached_load, exclusive, lessons, session
 from ui.widgets.knobs import KNOBS, knob_widget
 
@@ -348,7 +349,7 @@ def _text(lesson: Lesson, v: Visit) -> None:
     with st.container(border=True, key="lesson_text"):
         st.caption(f"Section {v.section + 1} of {total}")
         st.markdown(f"#### {section.title or 'Introduction'}")
-        st.markdown(section.body)
+        prose(section.body)
         left, right = st.columns(2)
         left.button("Previous", key="section_prev", icon=":material/chevron_left:", on_click=_on_section,
                     args=(lesson.id, -1), disabled=v.section == 0, width="stretch")

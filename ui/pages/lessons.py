@@ -1,13 +1,16 @@
-"""Two reading pages: the list of lessons (each opens in the lab, its text beside the charts) and the glossary."""
+"""Two reading pages: the list of lessons (each opens in the lab, its text beside the charts) and the glossary
+(its terms, then its questions)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from lab.lessons import LessonError, load_glossary
+from lab.lessons.terms import load_terms
+from ui.draw import prose
 from ui.pages import lesson_panel
 from ui.session import lessons as all_lessons
-from ui.session import session
+from ui.session import readable_lessons, session
 
 # The pages are prose: keep lines to a readable length even in the wide layout.
 READABLE = [2.2, 1]
@@ -59,16 +62,25 @@ def catalogue(lab: st.Page) -> None:
 
 
 def glossary() -> None:
-    """The questions people ask most about the scheduler loop, with short answers."""
+    """The terms the lessons use, one definition each, then the questions people ask most. Lesson
+    text links each term's first mention to its entry here (``#anchor``)."""
     body, _ = st.columns(READABLE)
     with body:
         st.title("Glossary")
         try:
-            sections = load_glossary()
-        except OSError as exc:
+            terms, sections = load_terms(), load_glossary()
+        except (LessonError, OSError) as exc:
             st.error(f"The glossary cannot be read: {exc}", icon=":material/error:")
             return
+        titles = {lesson.number: lesson.title for lesson in readable_lessons().values()}
+        st.markdown("## Terms")
+        for term in terms:
+            st.subheader(term.name, anchor=term.anchor)
+            st.markdown(term.meaning)
+            if term.lesson in titles:
+                st.caption(f"Watch it in lesson {term.lesson}: {titles[term.lesson]}.")
+        st.markdown("## Questions")
         for section in sections:
             if section.title:
                 st.markdown(f"### {section.title}")
-            st.markdown(section.body)
+            prose(section.body, page="")
