@@ -302,3 +302,22 @@ def test_step_axes_tick_whole_steps_even_after_one_step(swap_run):
             axis = fig.layout.xaxis
             assert axis.tick0 == 0 and axis.dtick >= 1 and float(axis.dtick).is_integer()
             assert (axis.range[1] - axis.range[0]) / axis.dtick <= 10
+
+
+def _projected_figures(records: list[StepRecord]) -> dict[str, object]:
+    from lab.charts.style import for_projector
+
+    n = len(records)
+    return {name: for_projector(fig) for name, fig in {
+        "queues": queues.figure(records), "blocks": blocks.figure(records[-1], records[-2]),
+        "budget": budget.figure(records[-1]), "timeline": timeline.requests_figure(records, n),
+        "metrics": timeline.metrics_figure(records, n), "latency": timeline.latency_figure(records)}.items()}
+
+
+def test_on_a_projector_every_tick_and_legend_is_at_least_18_px(swap_run):
+    """Presenter mode's figures: a tick or legend that sets no size of its own inherits the figure's."""
+    for name, fig in _projected_figures(swap_run[1]).items():
+        default = fig.layout.font.size
+        sizes = [axis.tickfont.size or default for axis in [*fig.select_xaxes(), *fig.select_yaxes()]]
+        sizes.append(fig.layout.legend.font.size or default)
+        assert min(sizes) >= 18, f"{name}: text of {min(sizes)} px on the projector"

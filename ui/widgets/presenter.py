@@ -10,10 +10,10 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
+from lab.charts.style import for_projector
 from ui.session import session
 
 QUERY_PARAM = "present"  # ?present=1 opens the lab in presenter mode
-FIGURE_SCALE = 1.3  # chart text and heights on the projector, against the charts' own sizes
 
 # Sized for the back of a lecture hall: body text, headings and the step bar's buttons grow;
 # the sidebar (and with it every knob) and Streamlit's toolbar go away.
@@ -33,25 +33,9 @@ CSS = """
 """
 
 
-def _grow(font) -> None:
-    if isinstance(font.size, int | float):
-        font.size = round(font.size * FIGURE_SCALE)
-
-
 def sized(fig: go.Figure) -> go.Figure:
-    """When presenting, every text in the chart grows, the sizes a chart sets itself (card labels,
-    subplot titles, ticks) as well as the default, and the chart grows taller to hold it."""
-    if session().presenting:
-        layout = fig.layout
-        for font in (layout.font, layout.legend.font, layout.hoverlabel.font):
-            _grow(font)
-        fig.for_each_trace(lambda trace: _grow(trace.textfont) if "textfont" in trace else None)
-        fig.for_each_annotation(lambda note: _grow(note.font))
-        fig.for_each_xaxis(lambda axis: _grow(axis.tickfont))
-        fig.for_each_yaxis(lambda axis: _grow(axis.tickfont))
-        if layout.height:
-            layout.height = round(layout.height * FIGURE_SCALE)
-    return fig
+    """The figure as this session shows it: sized for a projector when presenting."""
+    return for_projector(fig) if session().presenting else fig
 
 
 def _exit() -> None:
