@@ -201,6 +201,9 @@ def test_trace_metrics_and_charts_exports(lab_env):
     assert sorted(r["request_id"] for r in rows) == sorted(arrived)
     page = export(app, "Charts")
     assert page.count("class='figure'") == len(step_figures(run)) == 5 and "Plotly.newPlot" in page
+    assert all(f"<h2>{html.escape(name)}</h2>" in page for name in step_figures(run))
+    assert f"{len(run.items())} requests under vllm_v1's rules, at step 3 of 4 run." in page
+    assert len(page) < 6_000_000  # plotly.js once (about 4.6 MB) and five windowed figures
     assert "ui.perfetto.dev" in " ".join(c.value for c in app.caption)
 
 

@@ -207,13 +207,16 @@ def test_chrome_trace_clock(live):
 # ---- HTML ---------------------------------------------------------------------------------------
 
 
-def test_figures_html_inlines_plotly_once():
+def test_figures_html_inlines_plotly_once_and_titles_each_section():
     import plotly.graph_objects as go
 
-    figures = [go.Figure(go.Bar(x=["a"], y=[1])), go.Figure(go.Scatter(x=[1, 2], y=[3, 4]))]
-    page = figures_html(figures, title="A <b>run</b>")
+    sections = {"Bars <i>one</i>": go.Figure(go.Bar(x=["a"], y=[1])),
+                "Lines": go.Figure(go.Scatter(x=[1, 2], y=[3, 4]))}
+    page = figures_html(sections, title="A <b>run</b>", about="r<0> & co")
     assert page.startswith("<!DOCTYPE html>") and "A &lt;b&gt;run&lt;/b&gt;" in page
+    assert "<p>r&lt;0&gt; &amp; co</p>" in page
     assert page.count("class='figure'") == 2
+    assert page.index("<h2>Bars &lt;i&gt;one&lt;/i&gt;</h2>") < page.index("<h2>Lines</h2>")
     assert page.count("Plotly.newPlot") == 2
     assert page.count("plotly.js v") == 1, "plotly.js must be inlined exactly once, so the page works offline"
     assert '<script charset="utf-8" src=' not in page, "no script may be fetched from the network"

@@ -28,14 +28,18 @@ __all__ = ["CSV_COLUMNS", "RUN_FORMAT", "RUN_FORMAT_VERSION", "STEP_US", "SavedR
            "step_figures"]
 
 
-def step_figures(run) -> list:
-    """The live views' figures at the step on screen (run: lab.run.History), for the HTML export."""
+def step_figures(run) -> dict[str, object]:
+    """The live views' figures at the step on screen (run: lab.run.History), each under the title
+    the lab gives it, for the HTML export."""
     records = run.records[:run.cursor + 1]
     if not records:
-        return []
+        return {}
     record, previous = records[-1], records[-2] if len(records) > 1 else None
-    return [queues.figure(records), budget.figure(record), blocks.figure(record, previous),
-            timeline.requests_figure(records, len(run.records)), timeline.metrics_figure(records, len(run.records))]
+    return {"Queues after this step": queues.figure(records),
+            "This step's forward pass: the token budget": budget.figure(record),
+            "KV block map": blocks.figure(record, previous),
+            "Requests over time": timeline.requests_figure(records, len(run.records)),
+            "Queues, pages and step size over time": timeline.metrics_figure(records, len(run.records))}
 
 
 def downloads(run) -> list[tuple[str, str, Callable[[], str], str, str]]:
@@ -50,6 +54,8 @@ def downloads(run) -> list[tuple[str, str, Callable[[], str], str, str]]:
         ("Metrics (CSV)", "metrics.csv", lambda: metrics_csv(run_metrics(run.records)), "text/csv",
          "Per-request TTFT, inter-token and end-to-end latency, for a spreadsheet."),
         ("Charts (HTML)", f"charts_step{step}.html",
-         lambda: figures_html(step_figures(run), f"Scheduler Loop Lab, step {step}"), "text/html",
+         lambda: figures_html(step_figures(run), f"Scheduler Loop Lab, step {step}",
+                              f"{len(run.items())} requests under {run.config.engine_preset}'s rules, "
+                              f"at step {step} of {len(run.records)} run."), "text/html",
          "This step's charts as one page that works offline."),
     ]
