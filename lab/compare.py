@@ -24,7 +24,7 @@ class ABRun:
     """Two engines on one workload, advanced in lock-step."""
 
     def __init__(self, config_a: EngineConfig, config_b: EngineConfig, workload: list[WorkloadItem]):
-        self._configs, self._workload = (config_a, config_b), list(workload)
+        self._configs, self.workload = (config_a, config_b), list(workload)
         self.records: tuple[list[StepRecord], list[StepRecord]] = ([], [])
         self._engines: tuple[Engine, Engine] | None = (self._replay(0), self._replay(1))  # a bad config fails here
 
@@ -43,7 +43,7 @@ class ABRun:
         config = self._configs[side]
         # load_model caches per process, so two configs of one model share its weights.
         engine = engine_for(config, load_model(config.model, config.device, config.dtype))
-        submit(engine, self._workload)
+        submit(engine, self.workload)
         for _ in self.records[side]:
             engine.step()
         return engine

@@ -132,3 +132,17 @@ def test_a_run_that_waits_for_a_turn_says_its_place_in_line(ab):
         t.join(5)
     assert ab.session_state["session"].ab.done
     assert any("yours is number 1 in line" in i.value for i in ab.info)
+
+
+def test_the_form_picks_the_workload_and_the_page_names_it_leaving_the_lab_alone(ab):
+    from engine.workload import PRESETS
+
+    s = ab.session_state["session"]
+    lab_items = s.run.items()
+    assert f"Both run **{s.source.label}**, {len(lab_items)} requests." in "\n".join(c.value for c in ab.caption)
+    ab.selectbox(key="ab_workload").set_value("shared_system_prompt")
+    start_b(ab, max_num_seqs=2)
+    preset = PRESETS["shared_system_prompt"]()
+    assert s.ab.workload == preset and s.run.items() == lab_items
+    assert f"Both run **preset shared_system_prompt**, {len(preset)} requests." in \
+        "\n".join(c.value for c in ab.caption)

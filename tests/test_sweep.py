@@ -144,3 +144,19 @@ def test_a_rate_sweep_redraws_the_load_at_each_rate_and_finds_the_knee(base):
         run_sweep(priced, PRESETS["burst"](), RATE, [1.0])
     with pytest.raises(ValueError, match="requests/s"):
         parse_values(RATE, "0", priced)
+
+
+def test_the_page_names_its_workload_and_sweeps_a_preset_picked_there_leaving_the_lab_alone(page):
+    from engine.workload import PRESETS
+
+    s = page.session_state["session"]
+    lab_items, lab_label = s.run.items(), s.source.label
+    box = page.selectbox(key="sweep_workload")
+    assert box.format_func(box.value) == f"the lab's: {lab_label}, {len(lab_items)} requests"
+    box.set_value("burst").run()
+    run(page, knob="max_num_batched_tokens", values="64, 128")
+    assert (s.sweep["workload"], s.sweep["requests"]) == ("preset burst", len(PRESETS["burst"]()))
+    assert "2 runs of preset burst" in "\n".join(m.value for m in page.markdown)
+    lengths = [len(p.metrics["requests"]) for p in s.sweep["points"]]
+    assert lengths == [len(PRESETS["burst"]())] * 2, "the sweep ran the lab's workload, not the preset"
+    assert (s.run.items(), s.source.label) == (lab_items, lab_label)

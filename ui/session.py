@@ -92,6 +92,7 @@ class Session:
     keys_applied: int = 0  # key presses applied so far, of the count the page sends (ui/widgets/keys.py)
     ab: ABRun | None = None
     ab_configs: tuple[EngineConfig, EngineConfig] | None = None
+    ab_workload: str = ""  # the label of the workload the A/B runs
     sweep: dict | None = None  # the last sweep's result, kept until the next
     messages: list[tuple[str, str]] = field(default_factory=list)  # (kind, text) for the next draw
     # Streamlit can start a click's callback while the previous click's script run is still

@@ -1,7 +1,7 @@
 """The A/B page: one workload under two configs, stepped in lock-step, then compared.
 
-Both configs start from the lab's current knobs and workload; the form changes a
-few knobs on either side. lab.compare.ABRun runs the two engines; everything
+Both configs start from the lab's current knobs, on the lab's workload or a preset picked
+in the form; the form changes a few knobs on either side. lab.compare.ABRun runs the two engines; everything
 drawn here comes from their StepRecords, with the lab's own chart builders, so a
 request has the same colour on both sides.
 """
@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from engine import EngineConfig, StepRecord
+from engine.workload import WorkloadSource
 from lab.budgets import heavy_job
 from lab.charts import blocks, queues
 from lab.charts.style import layout
@@ -23,8 +24,10 @@ from ui.draw import CSS, chart, flashes
 from ui.session import exclusive, session
 from ui.widgets import presenter
 from ui.widgets.knobs import KNOBS, knob_widget
+from ui.widgets.workload import page_workload, page_workload_box
 
 # The knobs worth flipping in a comparison: the KV pool, the batch limits and the scheduling rules.
+WORKLOAD_KEY = "ab_workload"
 AB_KNOBS = ("num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens", "enable_chunked_prefill", "step_order",
             "preemption_mode", "kv_allocation", "enable_prefix_caching", "engine_preset", "deployment")
 
@@ -58,12 +61,13 @@ def _on_start() -> None:
         except ValueError as exc:
             s.flash("error", f"**Config {side}** is not valid: {exc}. The comparison on screen is kept.")
             return
+    label, workload = page_workload(WORKLOAD_KEY)
     try:
-        s.ab = ABRun(*configs, s.run.items())
+        s.ab = ABRun(*configs, workload.items() if isinstance(workload, WorkloadSource) else workload)
     except ValueError as exc:
         s.flash("error", f"The engines could not start: {exc}. The comparison on screen is kept.")
         return
-    s.ab_configs = tuple(configs)
+    s.ab_configs, s.ab_workload = tuple(configs), label
 
 
 def _on_from_lab() -> None:
@@ -94,9 +98,8 @@ def config_form(same: bool) -> None:
                                 icon=":material/play_arrow:")
         right.form_submit_button("Both from the lab's knobs", on_click=_on_from_lab, width="stretch",
                                  icon=":material/sync:")
-        st.caption("Every other knob, and the workload, are the lab's: "
-                   f"**{session().source.label}**, {len(session().run.items())} "
-                   "requests.")
+        page_workload_box(WORKLOAD_KEY)
+        st.caption("Every other knob is the lab's. Nothing changes until **Start**.")
 
 
 # ---- stepping -----------------------------------------------------------------------------------
@@ -205,6 +208,7 @@ def page() -> None:
     if not changed:
         st.info("A and B have the same knobs, so their runs are identical. Change a knob on one side and Start.")
     step_bar(ab)
+    st.caption(f"Both run **{s.ab_workload}**, {len(ab.workload)} requests.")
     cols = st.columns(2, gap="large")
     for i, (label, records, engine) in enumerate(zip(LABELS, ab.records, ab.engines, strict=True)):
         with cols[i]:

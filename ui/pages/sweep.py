@@ -1,6 +1,7 @@
-"""The sweep page: pick a knob and some values, run the lab's workload once per value, compare.
+"""The sweep page: pick a knob, some values and a workload, run the workload once per value, compare.
 
-It reads the lab's current knobs and workload and never changes them: each value
+It reads the lab's current knobs (and its workload, unless a preset is picked here) and never
+changes them: each value
 runs on a fresh engine (lab.sweep), and the result stays on screen until the next
 sweep, so a typo in the values costs nothing but an error message.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from engine.workload import WorkloadItem, WorkloadSource
 from lab.budgets import heavy_job
 from lab.sweep import (
     COLUMNS,
@@ -27,6 +29,7 @@ from lab.sweep import (
 from ui.draw import CSS, chart
 from ui.session import session
 from ui.widgets import presenter
+from ui.widgets.workload import page_workload, page_workload_box
 
 
 def _suggested(knob: str) -> str:
@@ -37,7 +40,7 @@ def _on_knob() -> None:
     session().set_widget("sweep_values", _suggested(session().widget("sweep_knob")))
 
 
-def _run() -> None:
+def _run(label: str, workload: WorkloadSource | list[WorkloadItem]) -> None:
     """Run the sweep in the page (not a callback), so its progress bar shows while it runs."""
     s = session()
     knob = s.widget("sweep_knob")
@@ -47,8 +50,6 @@ def _run() -> None:
     except ValueError as exc:
         st.error(f"The sweep did not run: {exc}.")
         return
-    # A load in time is redrawn per rate, and run as it is for any other knob (plus requests added by hand).
-    workload = s.source if s.source.load is not None and s.run.items() == s.source.items() else s.run.items()
     bar = st.progress(0.0, text=f"Running the workload with {len(values)} values of {knob}…")
 
     def queued(place: int) -> None:
@@ -64,9 +65,11 @@ def _run() -> None:
         return
     finally:
         bar.empty()
-    current = s.source.load.rate if knob == RATE else getattr(base, knob)
-    s.sweep = dict(knob=knob, points=points, current=current, requests=len(s.run.items()), workload=s.source.label,
-                   panels=LOAD_PANELS if s.source.load is not None else PANELS)
+    load = workload.load if isinstance(workload, WorkloadSource) else None
+    current = load.rate if knob == RATE else getattr(base, knob)
+    requests = len(workload.items() if isinstance(workload, WorkloadSource) else workload)
+    s.sweep = dict(knob=knob, points=points, current=current, requests=requests, workload=label,
+                   panels=LOAD_PANELS if load is not None else PANELS)
 
 
 def results(sweep: dict) -> None:
@@ -91,27 +94,28 @@ def page() -> None:
     st.markdown("## Sweep: one knob, many values")
     st.markdown("The lab's workload runs to the end once for each value, with every other knob as the lab has it. "
                 "Where A/B shows *how* two configs differ step by step, a sweep shows *which way* the metrics move "
-                "as one knob moves. Choose the workload in the lab's sidebar: a burst or long prompts make the "
-                "limits bite.")
+                "as one knob moves. Pick the workload below: a burst or long prompts make the limits bite.")
     s = session()
     try:
         s.run.config_next()
     except ValueError as exc:  # the lab's model cannot be loaded: there is nothing to sweep
         st.error(f"The lab could not start its engine: {exc}")
         return
-    knobs = ([RATE] if s.source.load is not None else []) + list(SUGGESTED)  # under load, its rate first
+    page_workload_box("sweep_workload")
+    label, workload = page_workload("sweep_workload")
+    in_time = isinstance(workload, WorkloadSource) and workload.load is not None
+    knobs = ([RATE] if in_time else []) + list(SUGGESTED)  # under load, its rate first
     if s.widget("sweep_knob") not in knobs:
         s.set_widget("sweep_knob", knobs[0])
         s.set_widget("sweep_values", _suggested(knobs[0]))
     if not s.has_widget("sweep_values"):
         s.set_widget("sweep_values", _suggested(s.widget("sweep_knob")))
-    st.caption(f"Workload: **{s.source.label}**, {len(s.run.items())} requests.")
     left, middle, right = st.columns([1.2, 2, 0.8], vertical_alignment="bottom")
     left.selectbox("Knob", knobs, key="sweep_knob", on_change=_on_knob,
                    format_func=lambda k: "offered rate (requests/s)" if k == RATE else k)
     middle.text_input("Values, separated by commas", key="sweep_values",
                       help="Numbers, true/false or choices as the knob takes them; up to 8 values.")
     if right.button("Run the sweep", type="primary", key="sweep_run", icon=":material/play_arrow:", width="stretch"):
-        _run()
+        _run(label, workload)
     if s.sweep is not None:
         results(s.sweep)

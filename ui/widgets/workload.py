@@ -2,6 +2,7 @@
 
 Loading a workload restarts the run at step 0 under the knobs shown, and records
 its WorkloadSource in the session: that is what the label says and a link names.
+The Sweep and A/B pages pick theirs in ``page_workload_box``, which leaves the lab's run alone.
 """
 
 from __future__ import annotations
@@ -207,3 +208,28 @@ def workload_panel() -> None:
         _add_request()
     with st.expander("Upload / download"):
         _files()
+
+
+LABS = "lab"  # the first choice in a page's Workload box: the lab's own workload, as the sidebar made it
+
+
+def page_workload_box(key: str) -> None:
+    """A Workload box for the Sweep and A/B pages: the lab's workload or a preset, chosen there
+    without touching the lab's run (``page_workload`` reads it)."""
+    s = session()
+    lab = f"the lab's: {s.source.label}, {len(s.run.items())} requests"
+    st.selectbox("Workload", [LABS, *PRESETS], key=key, format_func=lambda o: lab if o == LABS else f"preset {o}",
+                 help="The lab's workload (change it in the lab's sidebar), or a preset, for this page only.")
+
+
+def page_workload(key: str) -> tuple[str, WorkloadSource | list[WorkloadItem]]:
+    """The choice in that box: its label, and what to run. A source where it can be redrawn (a load
+    in time is redrawn per rate), else the lab's requests as they stand (those added by hand too)."""
+    s = session()
+    choice = s.widget(key)
+    if choice in PRESETS:
+        source = WorkloadSource(preset=choice)
+        return source.label, source
+    if s.source.load is not None and s.run.items() == s.source.items():
+        return s.source.label, s.source
+    return s.source.label, s.run.items()
