@@ -14,6 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from engine.workload import WorkloadItem, dump_workload
+from lab.charts import budget, queues
 from ui.pages.lab import scrubber_key
 from ui.session import readable_lessons
 
@@ -73,6 +74,11 @@ def test_first_page_lists_the_workload_and_steps_on_click(at):
     assert step_header(at).startswith("### Step 0")
     arrived = [e for e in run.record.events if e.kind == "arrived"]
     assert arrived and arrived[0].reason in markdown(at)  # the "why" list shows the engine's reasons
+    captions = [c.value for c in at.caption]  # each chart's notation is said beside it
+    assert queues.KEY in captions and budget.KEY in captions
+    cards = charts(at)["queues"]["data"][0]["text"]
+    view = run.record.requests[run.record.running[0]]
+    assert f"<b>{view.request_id}</b><br>{view.num_prompt_tokens}+{view.num_output_tokens}" in cards  # "17+5"
 
 
 def test_run_back_and_scrubber_move_through_history(at):

@@ -18,7 +18,8 @@ KIND_LABELS = {"decode": "decode", "prefill": "prefill", "prefill_chunk": "prefi
                "recompute_prefill": "recompute"}
 USED_PAGES = "#6B6B6B"
 ROWS = ("tokens", "sequences", "KV pages")
-KEY = "Colour: request. Plain: a decode (one token). Striped: a prefill or a chunk of one. Crossed: a recompute."
+KEY = ("Colour: the request, as on its card. Plain: a decode (one token). Striped: a prefill or a chunk of one. "
+       "Crossed: a recompute.")
 
 
 def _segments(record: StepRecord) -> list[dict]:

@@ -20,6 +20,10 @@ LANE_Y = {lane: len(LANES) - 1 - i for i, lane in enumerate(LANES)}  # waiting o
 MAX_CARDS = 8  # per lane; the rest are counted, so a burst does not shrink every card
 MIN_SLOTS = 5  # card places drawn per lane at least: short queues get wide, readable cards
 CARD_WIDTH = 0.9
+# The card notation, said under the chart: a card's colour names its request, never its state.
+KEY = ("A card: the request's id, in the colour it has in every view (the colour is the request, not its "
+       "state), then its prompt tokens + the tokens it has generated: **17+5**. A thick outline and a mark: "
+       "what happened to it in this step.")
 MOVE_LABELS = {"admitted": "admitted", "swapped_in": "swapped in", "preempted": "preempted",
                "swapped_out": "swapped out", "finished": "finished", "rejected": "rejected"}
 

@@ -288,6 +288,7 @@ def views(run: History) -> None:
     with left:
         st.markdown("##### Queues after this step")
         chart(queues.figure(records), "queues")
+        st.caption(queues.KEY)
     with right:
         st.markdown("##### This step's forward pass")
         chart(budget.figure(record), "budget")
