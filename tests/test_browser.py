@@ -234,3 +234,18 @@ def test_the_arrow_keys_step_outside_presenter_mode_too_one_step_per_press(page)
     wait_for_step(page, 0)
     assert page.get_by_text("Looking back at step 0").is_visible()
     assert_no_exception(page)
+
+
+def test_a_notice_appears_below_the_step_bar_without_moving_it(page):
+    """A notice used to be drawn above the step bar, pushing it about 70 px down under the cursor."""
+    button(page, "Step").click()
+    wait_for_step(page, 0)
+    bar = page.locator(".st-key-step_bar")
+    before = bar.bounding_box()["y"]
+    button(page, "Reset").click()
+    notice = page.get_by_text("Reset: back to step 0")
+    notice.wait_for()
+    page.wait_for_load_state("networkidle")
+    assert abs(bar.bounding_box()["y"] - before) <= 2, "the notice moved the step bar"
+    assert notice.bounding_box()["y"] > before
+    assert_no_exception(page)

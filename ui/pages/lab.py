@@ -357,7 +357,6 @@ def page() -> None:
     if s.replaying:
         replay_widgets.notice()
     st.markdown(CSS, unsafe_allow_html=True)
-    flashes()
     in_lesson = s.lesson() is not None
     if in_lesson or s.presenting or run.records:
         s.welcomed = True
@@ -365,6 +364,7 @@ def page() -> None:
         welcome()
     hold = lesson_panel.hold if in_lesson else None
     step_bar(hold)
+    flashes()  # below the step bar, so a notice never moves the button under the cursor
     main = st.container()
     s.aside_at = None
     if in_lesson:
