@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -17,6 +18,7 @@ from engine.workload import WorkloadItem, dump_workload
 from lab.charts import budget, queues
 from ui.pages.lab import scrubber_key
 from ui.session import readable_lessons
+from ui.widgets.step_bar import _set_playing
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -225,10 +227,24 @@ def test_add_request_joins_at_the_next_step(at):
 def test_play_steps_and_pause_stops(at):
     click(at, "play")
     assert at.session_state["session"].playing and run_of(at).cursor == 0  # the live part stepped once
-    click(at, "play")
+    assert "playing at" in markdown(at)  # the header says so, with the speed
+    click(at, "pause")
     cursor = run_of(at).cursor
     at.run()
     assert not at.session_state["session"].playing and run_of(at).cursor == cursor
+
+
+def test_play_and_pause_are_two_buttons_so_a_pause_delivered_twice_stays_paused(at):
+    """Streamlit can deliver a click twice when it lands during auto-play's redraw: with one toggling
+    button, the second delivery pressed Play again (1 Pause in 6 in a browser) and the run went on."""
+    click(at, "play")
+    assert [b.key for b in at.button if b.key in ("play", "pause")] == ["pause"]
+    click(at, "pause")
+    assert [b.key for b in at.button if b.key in ("play", "pause")] == ["play"]
+    session = at.session_state["session"]
+    with patch("ui.widgets.step_bar.session", return_value=session):
+        _set_playing(False)  # the same Pause, delivered again
+    assert not session.playing
 
 
 def charts(app: AppTest) -> dict[str, dict]:

@@ -28,6 +28,7 @@ from lab.lessons import Lesson, LessonError, LessonProgress, load_lessons
 from lab.recording import Recording
 from lab.run import History, Run, default_config
 from ui import reaper
+from ui.play_meter import PlayMeter
 
 DEFAULT_SOURCE = WorkloadSource(preset="chat_mix")  # the workload a new session starts on
 
@@ -83,6 +84,7 @@ class Session:
     lesson_id: str | None = None  # the lesson the run belongs to (a link carries it too)
     visits: dict[str, Visit] = field(default_factory=dict)  # lesson id -> what was left there
     playing: bool = False
+    play_meter: PlayMeter = field(default_factory=PlayMeter)  # the speed auto-play delivers
     live_run: Run | None = None  # the live run, kept while a saved run is replayed
     knobs_shown: EngineConfig | None = None  # the knobs the sidebar was drawn with (see ui/pages/lab.py)
     aside_at: tuple[int, int] | None = None  # (cursor, steps) the lesson panel was drawn for

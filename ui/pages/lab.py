@@ -64,8 +64,10 @@ def scrubber(run: History) -> None:
 
 def header(run: History, record: StepRecord) -> None:
     b, s = record.budget, record.stats
+    ses = session()
+    playing = f" · ▶ {html.escape(ses.play_meter.note(ses.widget('speed')))}" if ses.playing else ""
     st.markdown(
-        f"### Step {record.step} <span style='font-size:.6em;color:#777'>of {len(run.records) - 1}</span>",
+        f"### Step {record.step} <span style='font-size:.6em;color:#777'>of {len(run.records) - 1}{playing}</span>",
         unsafe_allow_html=True)
     st.markdown(
         f":blue-badge[{b.tokens_used} / {b.token_budget} tokens] :orange-badge[{b.seqs_used} / {b.seq_cap} seqs] "
@@ -266,6 +268,7 @@ def _play_one(hold: Hold | None) -> None:
 def _live(hold: Hold | None = None) -> None:
     """The fragment auto-play and the scrubber rerun: a step when playing, the address bar, the views."""
     s = session()
+    started = s.play_meter.started() if s.playing else None
     if s.playing:
         _play_one(hold)
     run = s.run
@@ -274,6 +277,8 @@ def _live(hold: Hold | None = None) -> None:
     if run.config_next() != s.knobs_shown or _aside_stale(run):
         st.rerun()  # time travel crossed a knob change or left the aside's step: redraw the whole page
     views(run)
+    if started is not None:
+        s.play_meter.finished(started)
 
 
 def views(run: History) -> None:

@@ -45,10 +45,21 @@ def _on_reset() -> None:
     s.flash("info", "Reset: back to step 0 with the knobs and workload shown.")
 
 
-def _on_play() -> None:
+def _set_playing(playing: bool) -> None:
+    """Play or Pause, as pressed. Not a toggle: Streamlit can deliver one click twice when it lands
+    while auto-play is redrawing (1 Pause in 6 came back as Pause then Play), and a second Pause
+    must leave the run paused."""
     s = session()
-    if s.playing or not s.run.done:
-        s.playing = not s.playing
+    if playing and not s.playing and not s.run.done:
+        s.play_meter.restart()
+        s.playing = True
+    elif not playing:
+        s.playing = False
+
+
+def _on_space() -> None:
+    """Space toggles: each press arrives once (ui/widgets/keys.py counts them)."""
+    _set_playing(not session().playing)
 
 
 def step_bar(hold: Hold | None = None) -> None:
@@ -71,12 +82,16 @@ def step_bar(hold: Hold | None = None) -> None:
                    disabled=done or playing, width="stretch",
                    help="Run the number of steps on the right (stops early when every request has finished).")
     cols[3].number_input("steps", 1, 1000, 10, key="run_n", label_visibility="collapsed")
-    cols[4].button("Pause" if playing else "Play", icon=":material/pause:" if playing else ":material/play_arrow:",
-                   key="play", on_click=_on_play, disabled=done and not playing, width="stretch",
-                   help="Step automatically at the speed on the right. Key: Space")
+    if playing:  # two buttons under two keys: a Pause click delivered late can never press Play
+        cols[4].button("Pause", icon=":material/pause:", key="pause", on_click=_set_playing, args=(False,),
+                       width="stretch", help="Stop auto-play at the step shown. Key: Space")
+    else:
+        cols[4].button("Play", icon=":material/play_arrow:", key="play", on_click=_set_playing, args=(True,),
+                       disabled=done, width="stretch", help="Step automatically at the speed on the right. Key: Space")
     cols[5].slider("steps / s", 0.5, 8.0, 2.0, 0.5, key="speed", label_visibility="collapsed",
-                   format="%.1f steps/s", help="Auto-play speed, steps per second.")
-    keys.listen({"step": functools.partial(_on_step, 1, hold), "back": _on_back, "play": _on_play})
+                   format="%.1f steps/s", help="Auto-play speed asked, steps per second. While playing, the step "
+                                               "header says the speed delivered and, when less, where the time goes.")
+    keys.listen({"step": functools.partial(_on_step, 1, hold), "back": _on_back, "play": _on_space})
     cols[6].button("Reset", icon=":material/restart_alt:", key="reset", on_click=_on_reset, width="stretch",
                    help="Start again at step 0 with the knobs and workload shown (the sidebar's Restore default "
                         "knobs goes back to the defaults).")
