@@ -1,9 +1,14 @@
-"""The lab's visual vocabulary: one colour per request, one per request state, one mark per move.
+"""The lab's visual vocabulary: hue says which request, grey says what state, red and magenta say trouble.
 
 Every view takes its colours from here, so request r3 is the same colour in the
-queues, the block map, the budget bar and the timeline. The request colours are
-Okabe-Ito followed by Paul Tol's "muted" set: both are chosen to stay distinct
-under the common forms of colour blindness.
+queues, the block map, the budget bar and the timeline. Each colour has one job: a
+hue is a request's identity and nothing else, so a state is drawn in greys (light for
+waiting, dark for decoding) and only the two kinds of trouble, preemption (red) and swap
+(magenta), have hues of their own, which no request uses. A newcomer read r2's green as
+"finished" and r4's sky blue as "stalled" when states had hues too (tests/test_charts.py
+measures the distances). The request colours are Okabe-Ito and Paul Tol's "muted" set,
+chosen to stay distinct under the common forms of colour blindness, less the three that
+sit near red or magenta.
 """
 
 from __future__ import annotations
@@ -11,8 +16,10 @@ from __future__ import annotations
 import re
 import zlib
 
-OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442")
-TOL_MUTED = ("#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#DDCC77", "#CC6677", "#882255", "#AA4499")
+PREEMPTED = "#CC3311"  # trouble: a request lost its KV pages
+SWAPPED = "#EE3377"  # trouble: a request's KV pages went to CPU memory
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#F0E442")  # less vermillion, near PREEMPTED
+TOL_MUTED = ("#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#DDCC77", "#882255", "#AA4499")  # less rose
 REQUEST_COLORS = OKABE_ITO + TOL_MUTED
 
 # Block map cells that belong to no request.
@@ -20,25 +27,25 @@ FREE = "#F1F1F1"
 CACHED_FREE = "#B9C3CC"  # freed, but still holding a hashed prefix another request could reuse
 GRID_GAP = "#FFFFFF"
 
-# A request's state in one step, as the timeline draws it (Tol's "vibrant" set plus greys).
+# A request's state in one step, as the timeline draws it: greys by how much the step did for it.
 STATE_COLORS = {
-    "waiting": "#C8C8C8",
-    "prefilling": "#EE7733",
-    "decoding": "#0077BB",
-    "stalled": "#99DDFF",  # running, but given no tokens this step
-    "preempted": "#CC3311",
-    "swapped": "#EE3377",
-    "finished": "#009988",
+    "waiting": "#E4E4E4",
+    "stalled": "#B4B4B4",  # running, but given no tokens this step
+    "prefilling": "#7E7E7E",
+    "decoding": "#3C3C3C",
+    "finished": "#000000",
+    "preempted": PREEMPTED,
+    "swapped": SWAPPED,
 }
 
 # How the queue view marks what happened to a request this step (Plotly marker symbols).
 MOVE_MARKS = {
-    "admitted": ("triangle-right", "#009E73"),
-    "swapped_in": ("triangle-up", "#0072B2"),
-    "preempted": ("x-thin-open", "#CC3311"),
-    "swapped_out": ("triangle-down", "#EE3377"),
-    "finished": ("star", "#332288"),
-    "rejected": ("circle-x-open", "#882255"),
+    "admitted": ("triangle-right", "#3C3C3C"),
+    "swapped_in": ("triangle-up", SWAPPED),
+    "preempted": ("x-thin-open", PREEMPTED),
+    "swapped_out": ("triangle-down", SWAPPED),
+    "finished": ("star", "#000000"),
+    "rejected": ("circle-x-open", PREEMPTED),
 }
 
 # Pattern of a chunk's segment in the forward-pass bar: the colour says whose, the hatch says what kind.

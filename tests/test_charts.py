@@ -16,7 +16,17 @@ from engine.workload import WorkloadItem, submit
 from lab.charts import blocks, budget, queues, replay, timeline
 from lab.charts.history import state_in
 from lab.metrics import run_metrics
-from lab.palette import CHUNK_PATTERNS, FREE, request_color, tint
+from lab.palette import (
+    CHUNK_PATTERNS,
+    FREE,
+    MOVE_MARKS,
+    PREEMPTED,
+    REQUEST_COLORS,
+    STATE_COLORS,
+    SWAPPED,
+    request_color,
+    tint,
+)
 
 
 def _run(model: str, items: list[WorkloadItem], **knobs) -> tuple[Engine, list[StepRecord]]:
@@ -180,6 +190,42 @@ def test_request_colours_agree_across_views(swap_run):
     for block in record.blocks:
         if block.device == "gpu" and block.state == "used" and block.num_tokens and block.owners[0] in card_color:
             assert blocks.CELL_COLORS[cells[grid.cell(block.block_id)][0]] == card_color[block.owners[0]]
+
+
+def cielab(color: str) -> tuple[float, float, float]:
+    """sRGB #RRGGBB to CIELAB (D65), the space where a distance is a perceived difference."""
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+           for c in (int(color[i:i + 2], 16) / 255 for i in (1, 3, 5))]
+    xyz = [sum(w * c for w, c in zip(row, lin, strict=True)) / white for row, white in
+           (((0.4124, 0.3576, 0.1805), 0.95047), ((0.2126, 0.7152, 0.0722), 1.0), ((0.0193, 0.1192, 0.9505), 1.08883))]
+    fx, fy, fz = (t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116 for t in xyz)
+    return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
+
+
+def delta_e(a: str, b: str) -> float:
+    """CIE76 colour difference: about 2.3 is just noticeable; past 25 two colours read as different hues."""
+    return sum((x - y) ** 2 for x, y in zip(cielab(a), cielab(b), strict=True)) ** 0.5
+
+
+def chroma(color: str) -> float:
+    _, a, b = cielab(color)
+    return (a * a + b * b) ** 0.5
+
+
+def test_no_request_colour_can_be_read_as_a_state():
+    """Hue is a request's identity only. States are greys (a request colour has chroma >= 25, a
+    state's grey <= 1), and the two trouble hues are at least 30 apart from every request colour:
+    before, decoding was r0's blue (3 apart), stalled r8's sky (6), finished r9's teal (8)."""
+    trouble = {PREEMPTED, SWAPPED}
+    greys = [c for c in STATE_COLORS.values() if c not in trouble] + [c for _, c in MOVE_MARKS.values()
+                                                                      if c not in trouble]
+    assert set(STATE_COLORS.values()) - set(greys) == trouble
+    assert all(chroma(c) <= 1 for c in greys)
+    assert min(chroma(c) for c in REQUEST_COLORS) >= 25
+    assert min(delta_e(r, t) for r in REQUEST_COLORS for t in trouble) >= 30
+    levels = sorted(cielab(c)[0] for c in set(greys))  # the greys apart from each other, too
+    assert min(b - a for a, b in zip(levels, levels[1:], strict=False)) >= 10
+    assert min(delta_e(a, b) for i, a in enumerate(REQUEST_COLORS) for b in REQUEST_COLORS[i + 1:]) >= 12
 
 
 def test_queue_lanes_follow_the_record(swap_run):
