@@ -342,6 +342,22 @@ def chat_mix() -> list[WorkloadItem]:
             for i, (p, n, a) in enumerate(zip(_SHORT_PROMPTS[:8], lengths, arrivals, strict=True))]
 
 
+def chats_and_speeches() -> list[WorkloadItem]:
+    """Short chats and three long speeches in the first ten steps: within 20 steps a prompt is
+    split to fit the token budget, the pool fills, and a speech waits for pages.
+
+    The lab's first workload, so that each of the scheduler's limits shows early: at step 2 two
+    speeches (about 440 tokens) outgrow the 256-token budget and the second runs in chunks; the
+    pool fills to 54 of its 64 pages; from step 10 the last speech waits for pages while the
+    decodes keep flowing. Its first-token time moves with the budget (p50 6.5 steps at 64 tokens,
+    1 at 256), where chat_mix's stays at 1."""
+    short = [(0, 24, 0), (1, 40, 0), (2, 16, 1), (3, 24, 3), (4, 48, 6), (5, 12, 8)]
+    items = [WorkloadItem(_SHORT_PROMPTS[i], max_tokens=n, arrival_step=a, ignore_eos=True) for i, n, a in short]
+    items += [WorkloadItem(speech, max_tokens=n, arrival_step=a, ignore_eos=True)
+              for speech, n, a in ((_SEVEN_AGES, 32, 2), (_TO_BE, 32, 2), (_MERCY, 40, 5), (_SEVEN_AGES, 32, 10))]
+    return sorted(items, key=lambda item: item.arrival_step)
+
+
 def long_prompts() -> list[WorkloadItem]:
     """Three long speeches (about 175, 195 and 245 tokens) beside short prompts: with a
     small token budget and chunked prefill, long prompts run in chunks while the
@@ -380,6 +396,7 @@ def mixed_priorities() -> list[WorkloadItem]:
 
 
 PRESETS: dict[str, Callable[[], list[WorkloadItem]]] = {
+    "chats_and_speeches": chats_and_speeches,
     "chat_mix": chat_mix,
     "long_prompts": long_prompts,
     "shared_system_prompt": shared_system_prompt,

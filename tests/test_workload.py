@@ -230,6 +230,32 @@ def default_tokenizer():
     return AutoTokenizer.from_pretrained(DEFAULT_MODEL)
 
 
+def test_the_labs_first_workload_shows_each_limit_within_20_steps(default_tokenizer):
+    """A newcomer's first 20 steps: a prompt split to fit the token budget, a pool that fills, and a
+    request that waits for pages while decodes run. Before, chat_mix gave every request its first
+    token in one step and a token-budget sweep was flat."""
+    from ui.session import DEFAULT_SOURCE
+
+    def run(**knobs) -> Engine:
+        engine = Engine(EngineConfig(model=DEFAULT_MODEL, **knobs))
+        submit(engine, DEFAULT_SOURCE.items())
+        return engine
+
+    engine = run()
+    first = engine.run(max_steps=20)
+    kinds = {e.kind for r in first for e in r.events}
+    assert {"chunk_scheduled", "blocked"} <= kinds
+    assert any(r.budget.tokens_used == r.budget.token_budget for r in first)
+    assert max(r.budget.gpu_blocks_used for r in first) >= 0.75 * engine.config.num_gpu_blocks
+    assert any(r.stats.num_requests_waiting and r.batch for r in first)
+    ttft_p50 = {}
+    for budget in (64, 256):
+        engine = run(max_num_batched_tokens=budget)
+        engine.run()
+        ttft_p50[budget] = engine.metrics()["aggregate"]["ttft_steps"]["p50"]
+    assert ttft_p50[64] > ttft_p50[256], f"a budget sweep is flat: {ttft_p50}"
+
+
 def test_token_counts_on_the_default_model(default_tokenizer):
     """The sizes the presets' lessons rely on hold for the tokenizer students run."""
     def count(text: str) -> int:

@@ -30,7 +30,7 @@ from lab.run import History, Run, default_config
 from ui import reaper
 from ui.play_meter import PlayMeter
 
-DEFAULT_SOURCE = WorkloadSource(preset="chat_mix")  # the workload a new session starts on
+DEFAULT_SOURCE = WorkloadSource(preset="chats_and_speeches")  # the workload a new session starts on
 
 
 @st.cache_resource(show_spinner="Loading the model (once per server)…")
