@@ -61,10 +61,10 @@ def test_open_a_lesson_answer_a_question_and_see_the_reveal(page, loaded):
     screenshot(page, "lesson_reveal.png")
 
     page.get_by_test_id("stSidebar").get_by_text("Presenter mode").click()  # the same, on a projector
-    page.get_by_role("button", name="Exit presenter mode").wait_for()
+    page.get_by_role("button", name="Exit").wait_for()
     settle(page)
     screenshot(page, "lesson_presenter.png")
-    page.get_by_role("button", name="Exit presenter mode").click()
+    page.get_by_role("button", name="Exit").click()
     page.get_by_test_id("stSidebar").wait_for()
 
     # Time travel with the scrubber reruns only the charts' fragment; the lesson panel must follow it.

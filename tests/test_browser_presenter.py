@@ -71,8 +71,27 @@ def test_presenter_mode_steps_with_the_arrow_keys(context, server):
     wait_for_step_at_least(page, 5)
     until_paused(page, lambda: press(page, "Space"))
     assert_no_exception(page)
-    button(page, "Exit presenter mode").click()
+    button(page, "Exit").click()
     page.get_by_test_id("stSidebar").wait_for(state="visible")
+
+
+def test_on_a_1280x720_projector_the_block_map_and_why_are_on_the_first_screen(browser, server):
+    """They were below the fold, under the queues and the forward pass, with the presenter row above."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    try:
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        page.goto(f"{server}/?present=1&step=13")
+        wait_for_step(page, 13)
+        page.wait_for_timeout(1_000)  # the charts settle to their height
+        bottom = page.locator(".st-key-blocks").bounding_box()
+        event = page.locator(".lab-event").first.bounding_box()
+        assert bottom["y"] + bottom["height"] <= 720, "the block map runs off the first screen"
+        assert event["y"] + 20 <= 720, "the first decision is below the first screen"
+        screenshot(page, "presenter_1280x720.png")
+        assert_no_exception(page)
+    finally:
+        context.close()
 
 
 def test_a_link_opens_at_its_step_and_follows_the_run(context, server):

@@ -150,9 +150,10 @@ def style_axes(fig: Subplots, record: StepRecord, row: int = 1) -> None:
 
 def titles(record: StepRecord) -> list[str]:
     b = record.budget
-    # Short: a title wider than its grid is clipped when the map shares the page with a lesson.
-    gpu = f"GPU pool: {b.gpu_blocks_used} used · {b.gpu_blocks_cached} cached · {b.gpu_blocks_free} free"
-    return [gpu, f"CPU swap: {b.cpu_blocks_used}/{b.num_cpu_blocks} used"][:1 + bool(b.num_cpu_blocks)]
+    # Short: a title wider than its grid runs into the next one's beside a lesson, on a projector
+    # and on a phone. The cached-free pages are in the map ("c") and in the forward pass's page bar.
+    gpu = f"GPU: {b.gpu_blocks_used} used · {b.gpu_blocks_free} free"
+    return [gpu, f"CPU swap: {b.cpu_blocks_used}/{b.num_cpu_blocks}"][:1 + bool(b.num_cpu_blocks)]
 
 
 def column_widths(record: StepRecord) -> list[float]:

@@ -282,31 +282,60 @@ def _live(hold: Hold | None = None) -> None:
 
 
 def views(run: History) -> None:
-    """The step on screen: its header, the queues, the forward pass, the block map, why, and the history."""
+    """The step on screen: its header, the queues, the forward pass, the block map, why, and the history.
+
+    On a projector (1280x720, large type) the queues sit beside the block map and the "why", so
+    all three are on the first screen; the forward pass and its cost come below them."""
     record = run.record
     if record is None:
         intro(run)
         return
     records = run.records[: run.cursor + 1]
+    previous = records[-2] if len(records) > 1 else None
     header(run, record)
-    left, right = st.columns([1.3, 1], gap="medium")
+    left, right = st.columns([1, 1] if session().presenting else [1.3, 1], gap="medium")
     with left:
-        st.markdown("##### Queues after this step")
-        chart(queues.figure(records), "queues")
-        st.caption(queues.KEY)
-    with right:
-        st.markdown("##### This step's forward pass")
-        chart(budget.figure(record), "budget")
-        st.caption(budget.KEY)
-    if record.modeled is not None:
-        st.markdown(f"##### This step on {record.modeled.deployment} (modeled, not measured)")
-        chart(roofline.figure(records), "roofline")
-        st.caption("Priced by engine/hardware.py: a roofline per part, fitted to published vLLM step times. Left "
-                   "of the ridge a step is bound by reading memory, so more tokens in it cost almost nothing.")
-    st.markdown("##### KV block map")
-    chart(blocks.figure(record, records[-2] if len(records) > 1 else None), "blocks")
-    why(run, record)
+        _queues(records)
+    if session().presenting:
+        with right:
+            _block_map(record, previous)
+            why(run, record)
+        _forward_pass(record)
+        _cost(records)
+    else:
+        with right:
+            _forward_pass(record)
+        _cost(records)
+        _block_map(record, previous)
+        why(run, record)
     history_tabs(run, records)
+
+
+def _queues(records: list[StepRecord]) -> None:
+    st.markdown("##### Queues after this step")
+    chart(queues.figure(records), "queues")
+    st.caption(queues.KEY)
+
+
+def _forward_pass(record: StepRecord) -> None:
+    st.markdown("##### This step's forward pass")
+    chart(budget.figure(record), "budget")
+    st.caption(budget.KEY)
+
+
+def _cost(records: list[StepRecord]) -> None:
+    modeled = records[-1].modeled
+    if modeled is None:
+        return
+    st.markdown(f"##### This step on {modeled.deployment} (modeled, not measured)")
+    chart(roofline.figure(records), "roofline")
+    st.caption("Priced by engine/hardware.py: a roofline per part, fitted to published vLLM step times. Left "
+               "of the ridge a step is bound by reading memory, so more tokens in it cost almost nothing.")
+
+
+def _block_map(record: StepRecord, previous: StepRecord | None) -> None:
+    st.markdown("##### KV block map")
+    chart(blocks.figure(record, previous), "blocks")
 
 
 def _sidebar() -> None:

@@ -1,7 +1,7 @@
 """Presenter mode: the lab on a projector, driven from the keyboard.
 
 On (the sidebar toggle, or ``?present=1`` in the link), the sidebar and its knobs
-are hidden and the type is large. The step bar's keys (ui/widgets/keys.py:
+are hidden, the type is large, and the step bar ends in an Exit button. The step bar's keys (ui/widgets/keys.py:
 → Step, ← Back, Space Play / Pause) drive it from the keyboard.
 """
 
@@ -20,8 +20,8 @@ QUERY_PARAM = "present"  # ?present=1 opens the lab in presenter mode
 CSS = """
 <style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"],
-[data-testid="stToolbar"], [data-testid="stDecoration"] {display: none !important}
-[data-testid="stMainBlockContainer"] {max-width: 100%; padding: 1.2rem 2rem 2rem 2rem}
+[data-testid="stToolbar"], [data-testid="stDecoration"], [data-testid="stHeader"] {display: none !important}
+[data-testid="stMainBlockContainer"] {max-width: 100%; padding: 0.6rem 2rem 2rem 2rem !important}
 [data-testid="stMainBlockContainer"] p, [data-testid="stMainBlockContainer"] li,
 [data-testid="stMainBlockContainer"] .lab-event {font-size: 1.3rem; line-height: 1.5}
 [data-testid="stMainBlockContainer"] h3 {font-size: 2.3rem}
@@ -58,11 +58,13 @@ def toggle() -> None:
 
 
 def apply() -> None:
-    """When presenting: the projector style, a key to the keys, and the way out (the sidebar is hidden)."""
-    if not session().presenting:
-        return
-    st.markdown(CSS, unsafe_allow_html=True)
-    left, right = st.columns([4, 1.3], vertical_alignment="center")
-    left.caption("**Presenter mode** · → step · ← back · Space play / pause")
-    right.button("Exit presenter mode", key="exit_presenter", on_click=_exit, icon=":material/close_fullscreen:",
-                 width="stretch")
+    """When presenting: the projector style (the sidebar is hidden; the way out is in the step bar)."""
+    if session().presenting:
+        st.markdown(CSS, unsafe_allow_html=True)
+
+
+def exit_button() -> None:
+    """The way out, at the end of the step bar: a row of its own would push the block map and
+    the "why" below a 1280x720 projector's first screen."""
+    st.button("Exit", key="exit_presenter", on_click=_exit, icon=":material/close_fullscreen:", width="stretch",
+              help="Exit presenter mode: the sidebar and its knobs come back.")

@@ -13,7 +13,7 @@ import streamlit as st
 
 from lab.run import History
 from ui.session import exclusive, session
-from ui.widgets import keys
+from ui.widgets import keys, presenter
 
 Hold = Callable[[History, int], int]
 
@@ -70,8 +70,8 @@ def step_bar(hold: Hold | None = None) -> None:
     # A small gap leaves the labels room on a laptop beside the sidebar; narrower still, the
     # buttons show their icons only (ui/draw.py's CSS): the label is hidden from sight but still
     # names the button for a screen reader, and the tooltip stays.
-    cols = st.container(key="step_bar").columns([1.1, 1.05, 1, 0.7, 1.05, 1.2, 1.1, 0.9],
-                                                vertical_alignment="bottom", gap="xsmall")
+    widths = [1.1, 1.05, 1, 0.7, 1.05, 1.2, 1.1, 0.9] + [0.9] * s.presenting
+    cols = st.container(key="step_bar").columns(widths, vertical_alignment="bottom", gap="xsmall")
     cols[0].button("Back", icon=":material/skip_previous:", key="back", on_click=_on_back,
                    disabled=run.cursor < 0 or playing, width="stretch",
                    help="Show the previous step (nothing is re-run). Key: ←")
@@ -97,3 +97,6 @@ def step_bar(hold: Hold | None = None) -> None:
                         "knobs goes back to the defaults).")
     with cols[7].popover("Keys", icon=":material/keyboard:", width="stretch", help="Keyboard shortcuts"):
         keys.keys_help()
+    if s.presenting:
+        with cols[8]:
+            presenter.exit_button()
