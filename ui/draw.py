@@ -34,8 +34,11 @@ CSS = """
 .lab-text {font-family:ui-monospace, monospace; white-space:pre-wrap; font-size:.92em}
 .lab-text mark {background:#FFE08A; padding:0 .1em}
 .st-key-step_bar {container-type: inline-size}
-@container (max-width: 600px) {.st-key-step_bar button p {position: absolute; width: 1px; height: 1px;
-  overflow: hidden; clip-path: inset(50%); white-space: nowrap}}
+@media (min-width: 641px) {@container (max-width: 600px) {.st-key-step_bar button p {position: absolute;
+  width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); white-space: nowrap}}}
+@media (max-width: 640px) {.st-key-step_bar [data-testid="stColumn"] {min-width: calc(50% - 0.5rem) !important}
+  .st-key-ab_header {display: none}}
+@media (min-width: 641px) {.st-key-ab_knobs [data-testid="stWidgetLabel"] {display: none}}
 </style>
 """
 

@@ -169,5 +169,4 @@ def figure(record: StepRecord, previous: StepRecord | None = None) -> go.Figure:
         fig.add(traces[i:i + 2], col=1 + i // 2)
     fig.add(legend_traces())
     style_axes(fig, record)
-    return fig.figure("blocks", height=90 + num_rows(record) * CELL_PX, showlegend=True,
-                      legend=dict(orientation="h", yanchor="top", y=-0.02, xanchor="left", x=0, font_size=12))
+    return fig.figure("blocks", height=90 + num_rows(record) * CELL_PX, showlegend=True)

@@ -18,6 +18,9 @@ TEMPLATE = go.layout.Template(layout=dict(paper_bgcolor="#FFFFFF", plot_bgcolor=
 FONT = dict(family="Source Sans Pro, Segoe UI, Helvetica, Arial, sans-serif", size=13, color="#262730")
 # Short eased transitions: a change between two steps slides instead of jumping.
 TRANSITION = dict(duration=300, easing="cubic-in-out")
+# Legends go under the chart: above it, Plotly's toolbar (top right, on hover or a tap) covered
+# them, most on a phone, where a legend wraps across the whole width.
+BELOW = dict(orientation="h", yref="container", y=0, yanchor="bottom", xanchor="left", x=0, font_size=12)
 
 
 def house_style(name: str, height: int, **extra) -> dict:
@@ -25,7 +28,7 @@ def house_style(name: str, height: int, **extra) -> dict:
     base = dict(
         template=TEMPLATE, font=FONT, height=height, margin=dict(l=8, r=8, t=36, b=8),
         uirevision=name, transition=TRANSITION, hoverlabel=dict(font_size=13, align="left"),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1, font_size=12))
+        legend=BELOW)
     return {**base, **extra}
 
 

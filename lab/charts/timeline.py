@@ -116,7 +116,7 @@ def metrics_figure(records: list[StepRecord], num_steps: int, ms_until: float | 
     fig.axes(y=dict(range=[0, 105]), row=1)
     fig.axes(y=dict(rangemode="tozero"), row=2)
     fig.titles_at_left()
-    return fig.figure("metrics", height=440, legend=dict(orientation="h", yanchor="top", y=-0.08, x=0))
+    return fig.figure("metrics", height=440)
 
 
 def latency_figure(records: list[StepRecord]) -> go.Figure:

@@ -84,15 +84,19 @@ def config_form(same: bool) -> None:
     """Both sides' knobs in one form, a row per knob: nothing restarts until Start. Open while A and B
     are the same (there is nothing to compare yet), folded away once they differ."""
     with st.expander("Configs A and B", expanded=same, icon=":material/tune:"), st.form("ab_form", border=False):
+        # Each input is labelled with its side. On a wide screen the labels hide under one header
+        # row; on a phone the columns stack, the header would be a list of three words, and each
+        # input shows its own "A" or "B" instead (ui/draw.py's CSS).
         widths = [1.3, 1, 1]
-        for col, text in zip(st.columns(widths), ("knob", "A", "B"), strict=True):
+        for col, text in zip(st.container(key="ab_header").columns(widths), ("knob", "A", "B"), strict=True):
             col.markdown(f"**{text}**")
-        for knob in AB_KNOBS:
-            row = st.columns(widths, vertical_alignment="center")
-            row[0].markdown(f"`{knob}`")
-            for side, col in zip(LABELS, row[1:], strict=True):
-                with col:
-                    knob_widget(KNOBS[knob], key=_key(side, knob), label_visibility="collapsed")
+        with st.container(key="ab_knobs"):
+            for knob in AB_KNOBS:
+                row = st.columns(widths, vertical_alignment="center")
+                row[0].markdown(f"`{knob}`")
+                for side, col in zip(LABELS, row[1:], strict=True):
+                    with col:
+                        knob_widget(KNOBS[knob], key=_key(side, knob), label=side)
         left, right = st.columns(2)
         left.form_submit_button("Start A/B at step 0", type="primary", on_click=_on_start, width="stretch",
                                 icon=":material/play_arrow:")

@@ -140,12 +140,13 @@ def _on_default_knobs() -> None:
             + " knobs and the same workload.")
 
 
-def knob_widget(knob: Knob, key: str | None = None, **extra) -> None:
-    """One knob's widget. Without a key it is the lab's own, applied on change; with one, a plain
-    input (e.g. inside a form) whose value the caller reads with Session.widget(key)."""
+def knob_widget(knob: Knob, key: str | None = None, label: str | None = None, **extra) -> None:
+    """One knob's widget, labelled with its name unless `label` says otherwise. Without a key it
+    is the lab's own, applied on change; with one, a plain input (e.g. inside a form) whose value
+    the caller reads with Session.widget(key)."""
     args = dict(key=key, help=KNOB_HELP[knob.name], **extra) if key else \
         dict(key=_key(knob.name), help=KNOB_HELP[knob.name], on_change=_on_knob, args=(knob.name,))
-    label = knob.name
+    label = label or knob.name
     if knob.kind == "int":
         st.number_input(f"{label} ({int(knob.low):,} to {int(knob.high):,})", step=int(knob.step), **args)
     elif knob.kind == "target":
@@ -159,8 +160,9 @@ def knob_widget(knob: Knob, key: str | None = None, **extra) -> None:
     elif knob.kind == "deployment":
         shown = session().widget(args["key"])  # a name typed earlier stays among the options
         options = (None, *knob.choices, *([shown] if shown not in (None, *knob.choices) else []))
-        st.selectbox(label, options, accept_new_options=True, **args,
-                     format_func=lambda name: "this machine (measured)" if name is None else name)
+        mine = "this machine (measured)"  # None: as an option, and as the placeholder a None value shows
+        st.selectbox(label, options, accept_new_options=True, placeholder=mine, **args,
+                     format_func=lambda name: mine if name is None else name)
     else:
         st.text_input(label, **args)
 

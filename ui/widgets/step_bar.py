@@ -69,7 +69,8 @@ def step_bar(hold: Hold | None = None) -> None:
     done = run.done
     # A small gap leaves the labels room on a laptop beside the sidebar; narrower still, the
     # buttons show their icons only (ui/draw.py's CSS): the label is hidden from sight but still
-    # names the button for a screen reader, and the tooltip stays.
+    # names the button for a screen reader, and the tooltip stays. On a phone, where Streamlit
+    # would stack the eight one under another, they wrap two to a row, labels shown.
     widths = [1.1, 1.05, 1, 0.7, 1.05, 1.2, 1.1, 0.9] + [0.9] * s.presenting
     cols = st.container(key="step_bar").columns(widths, vertical_alignment="bottom", gap="xsmall")
     cols[0].button("Back", icon=":material/skip_previous:", key="back", on_click=_on_back,
