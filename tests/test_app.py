@@ -54,8 +54,8 @@ def click(app: AppTest, key: str) -> AppTest:
 
 
 def scrubber(app: AppTest):
-    """The time-travel slider: one per length of the history (ui/pages/lab.py scrubber_key)."""
-    return app.select_slider(key=scrubber_key(len(run_of(app).records)))
+    """The time-travel slider: one per length of the history and key press (ui/pages/lab.py scrubber_key)."""
+    return app.select_slider(key=scrubber_key(len(run_of(app).records), session_of(app).keys_applied))
 
 
 def markdown(app: AppTest) -> str:

@@ -33,18 +33,20 @@ from ui.widgets.workload import workload_panel
 # ---- sections -----------------------------------------------------------------------------
 
 
-def scrubber_key(num_steps: int) -> str:
-    """A new slider for each length of the history. A step taken while a redraw is cut short (fast
-    key presses do it) leaves the page holding the slider's old position, which Streamlit then
-    reports as a move; under one key for every length it took the run back a step or two. Now a
-    report from a slider of another length is known stale and ignored."""
-    return f"scrubber_{num_steps}"
+def scrubber_key(num_steps: int, keys_applied: int) -> str:
+    """A new slider for each length of the history and each key press applied. A step or a Back
+    taken while a redraw is cut short (fast key presses do it) leaves the page holding the
+    slider's old position, which Streamlit then reports as a move; under one key it took the run
+    back to where it was (four fast ← from step 4 ended at 1 to 3, two runs in six). Now a report
+    from a slider drawn before the latest step or press is known stale and ignored; the slider's
+    own moves keep its key, so it keeps the keyboard focus while you scrub."""
+    return f"scrubber_{num_steps}_{keys_applied}"
 
 
 @exclusive
 def _on_scrub(key: str) -> None:
     s = session()
-    if key == scrubber_key(len(s.run.records)):  # Streamlit still reports a slider from a redraw cut short
+    if key == scrubber_key(len(s.run.records), s.keys_applied):  # else a report from a redraw cut short
         s.run.seek(s.widget(key))
 
 
@@ -53,7 +55,7 @@ def scrubber(run: History) -> None:
     if not run.records:
         return
     s = session()
-    key = scrubber_key(len(run.records))
+    key = scrubber_key(len(run.records), s.keys_applied)
     s.set_widget(key, run.cursor)
     st.select_slider(
         "Step shown", options=list(range(-1, len(run.records))), key=key, args=(key,),
