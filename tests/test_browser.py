@@ -263,3 +263,34 @@ def test_one_pause_click_pauses_every_time(page):
         page.wait_for_timeout(2_000)
         assert shown_step(page) == stopped, "the run went on playing after Pause"
     assert_no_exception(page)
+
+
+# Watches every frame for a card of the queue chart under one of motion.py's animations.
+WATCH_CARD_MOTION = """() => { window.cardMotion = false; const until = performance.now() + 8000;
+  const look = () => { for (const p of document.querySelectorAll('.st-key-queues .barlayer .point'))
+      if (p.getAnimations().some(a => a.animationName.startsWith('lab-card'))) window.cardMotion = true;
+    if (!window.cardMotion && performance.now() < until) requestAnimationFrame(look); };
+  requestAnimationFrame(look); }"""
+
+
+@pytest.mark.parametrize("reduced_motion", ["no-preference", "reduce"])
+def test_a_step_moves_its_cards_unless_the_visitor_asks_for_less_motion(browser, server, reduced_motion):
+    """Plotly's transitions never ran (Streamlit draws a changed chart afresh): a step jumped.
+    Now the cards the step moved slide from where they were, then stand still."""
+    context = browser.new_context(viewport=VIEWPORT, reduced_motion=reduced_motion)
+    try:
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        page.goto(server)
+        page.get_by_role("heading", name="Ready at step 0").wait_for()
+        page.evaluate(WATCH_CARD_MOTION)
+        button(page, "Step").click()  # the first requests arrive and are admitted
+        wait_for_step(page, 0)
+        # The first chart on a page waits for Plotly's script to load; then it moves for under a second.
+        page.locator(".st-key-queues .barlayer .point").first.wait_for()
+        page.wait_for_function("() => !document.querySelector('.st-key-queues').getAnimations({subtree: true}).length",
+                               timeout=5_000)
+        assert page.evaluate("window.cardMotion") is (reduced_motion == "no-preference")
+        assert_no_exception(page)
+    finally:
+        context.close()

@@ -19,7 +19,8 @@ LANES = ("waiting", "running", "swapped", "finished")
 LANE_Y = {lane: len(LANES) - 1 - i for i, lane in enumerate(LANES)}  # waiting on top
 MAX_CARDS = 8  # per lane; the rest are counted, so a burst does not shrink every card
 MIN_SLOTS = 5  # card places drawn per lane at least: short queues get wide, readable cards
-CARD_WIDTH = 0.9
+CARD_WIDTH = 0.9  # of a place along the lane
+CARD_HEIGHT = 0.7  # of a lane
 # The card notation, said under the chart: a card's colour names its request, never its state.
 KEY = ("A card: the request's id, in the colour it has in every view (the colour is the request, not its "
        "state), then its prompt tokens + the tokens it has generated: **17+5**. A thick outline and a mark: "
@@ -33,6 +34,11 @@ def lanes(records: list[StepRecord]) -> dict[str, list[str]]:
     record = records[-1]
     return {"waiting": record.waiting, "running": record.running, "swapped": record.swapped,
             "finished": finished_in_order(records)[::-1]}
+
+
+def cards(lane_ids: dict[str, list[str]]) -> list[tuple[str, int, str]]:
+    """(lane, place, request id) of every card drawn, in the order of the cards' bar trace."""
+    return [(lane, j, rid) for lane, ids in lane_ids.items() for j, rid in enumerate(ids[:MAX_CARDS])]
 
 
 def _card_hover(view: RequestView, moved: list[str]) -> str:
@@ -56,32 +62,33 @@ def queue_traces(records: list[StepRecord], lane_ids: dict[str, list[str]]) -> l
     card = dict(x=[], y=[], base=[], color=[], text=[], font=[], hover=[], line=[])
     notes = dict(x=[], y=[], text=[])
     marks = {kind: dict(x=[], y=[], hover=[]) for kind in MOVE_MARKS}
+    for lane, j, rid in cards(lane_ids):
+        y = LANE_Y[lane]
+        view, color = views[rid], request_color(rid)
+        label = f"<b>{rid}</b><br>{view.num_prompt_tokens}+{view.num_output_tokens}"
+        card["x"].append(CARD_WIDTH)
+        card["y"].append(y)
+        card["base"].append(j)
+        card["color"].append(color)
+        card["font"].append(text_color(color))
+        card["text"].append(label + (f" p{view.priority}" if show_priority else ""))
+        card["hover"].append(_card_hover(view, moved.get(rid, [])))
+        card["line"].append(3 if rid in moved else 0)
+        for kind in moved.get(rid, []):
+            marks[kind]["x"].append(j + CARD_WIDTH - 0.08)
+            marks[kind]["y"].append(y + 0.4)
+            marks[kind]["hover"].append(f"{rid}: {MOVE_LABELS[kind]}")
     for lane, ids in lane_ids.items():
         y = LANE_Y[lane]
         notes["x"].append(-0.35)
         notes["y"].append(y)
         notes["text"].append(f"<b>{len(ids)}</b>")
-        for j, rid in enumerate(ids[:MAX_CARDS]):
-            view, color = views[rid], request_color(rid)
-            label = f"<b>{rid}</b><br>{view.num_prompt_tokens}+{view.num_output_tokens}"
-            card["x"].append(CARD_WIDTH)
-            card["y"].append(y)
-            card["base"].append(j)
-            card["color"].append(color)
-            card["font"].append(text_color(color))
-            card["text"].append(label + (f" p{view.priority}" if show_priority else ""))
-            card["hover"].append(_card_hover(view, moved.get(rid, [])))
-            card["line"].append(3 if rid in moved else 0)
-            for kind in moved.get(rid, []):
-                marks[kind]["x"].append(j + CARD_WIDTH - 0.08)
-                marks[kind]["y"].append(y + 0.4)
-                marks[kind]["hover"].append(f"{rid}: {MOVE_LABELS[kind]}")
         if len(ids) > MAX_CARDS:
             notes["x"].append(MAX_CARDS + 0.45)
             notes["y"].append(y)
             notes["text"].append(f"+{len(ids) - MAX_CARDS}")
     traces: list[go.BaseTraceType] = [
-        go.Bar(x=card["x"], y=card["y"], base=card["base"], orientation="h", width=0.7, text=card["text"],
+        go.Bar(x=card["x"], y=card["y"], base=card["base"], orientation="h", width=CARD_HEIGHT, text=card["text"],
                textposition="inside", insidetextanchor="middle", textangle=0,
                textfont=dict(color=card["font"], size=12),
                hovertext=card["hover"], hoverinfo="text", showlegend=False, name="requests",

@@ -16,18 +16,17 @@ AXIS = dict(gridcolor="#EBEBEB", zerolinecolor="#D6D6D6", linecolor="#D6D6D6", a
 TEMPLATE = go.layout.Template(layout=dict(paper_bgcolor="#FFFFFF", plot_bgcolor="#FFFFFF", xaxis=AXIS, yaxis=AXIS,
                                           colorway=["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9"]))
 FONT = dict(family="Source Sans Pro, Segoe UI, Helvetica, Arial, sans-serif", size=13, color="#262730")
-# Short eased transitions: a change between two steps slides instead of jumping.
-TRANSITION = dict(duration=300, easing="cubic-in-out")
 # Legends go under the chart: above it, Plotly's toolbar (top right, on hover or a tap) covered
 # them, most on a phone, where a legend wraps across the whole width.
 BELOW = dict(orientation="h", yref="container", y=0, yanchor="bottom", xanchor="left", x=0, font_size=12)
 
 
 def house_style(name: str, height: int, **extra) -> dict:
-    """The house style as layout settings. uirevision=name keeps zoom and legend choices across steps."""
+    """The house style as layout settings. No Plotly transition: Streamlit draws a changed figure
+    afresh, so one would never run (lab/charts/motion.py animates a step instead)."""
     base = dict(
         template=TEMPLATE, font=FONT, height=height, margin=dict(l=8, r=8, t=36, b=8),
-        uirevision=name, transition=TRANSITION, hoverlabel=dict(font_size=13, align="left"),
+        uirevision=name, hoverlabel=dict(font_size=13, align="left"),
         legend=BELOW)
     return {**base, **extra}
 

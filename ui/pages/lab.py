@@ -15,7 +15,7 @@ import streamlit as st
 
 from engine.metrics import Slo
 from engine.records import StepRecord
-from lab.charts import blocks, budget, queues, replay, roofline, timeline, window
+from lab.charts import blocks, budget, motion, queues, replay, roofline, timeline, window
 from lab.charts.history import latest_views, oldest_waiting
 from lab.metrics import run_metrics
 from lab.run import History
@@ -294,6 +294,8 @@ def views(run: History) -> None:
         return
     records = run.records[: run.cursor + 1]
     previous = records[-2] if len(records) > 1 else None
+    with st.container(key="motion"):  # hidden: a style sheet only, so it takes no room on the page
+        st.markdown(f"<style>{motion.step_css(records)}</style>", unsafe_allow_html=True)
     header(run, record)
     left, right = st.columns([1, 1] if session().presenting else [1.3, 1], gap="medium")
     with left:
