@@ -163,7 +163,7 @@ def column_widths(record: StepRecord) -> list[float]:
 def figure(record: StepRecord, previous: StepRecord | None = None) -> go.Figure:
     cpu = grids(record)[1]
     fig = Subplots(rows=1, cols=1 + (cpu is not None), column_widths=column_widths(record),
-                   titles=titles(record), horizontal_spacing=0.03)
+                   titles=titles(record), horizontal_spacing=0.06)  # room for the CPU pool's page numbers
     traces = pool_traces(record, previous)
     for i in range(0, len(traces), 2):  # a heatmap and its "changed" marks per pool
         fig.add(traces[i:i + 2], col=1 + i // 2)
