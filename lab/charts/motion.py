@@ -4,9 +4,9 @@ Plotly's own transitions cannot run between two steps here: Streamlit gives a ch
 figure changed a new element (its id includes the figure), so Plotly draws it afresh rather
 than easing from the old one. So each chart is drawn as it is after the step, and these rules
 start the parts that changed where the step before had them: a card slides in from its old
-lane and place (a new one from the waiting queue's tail), the KV pool's used bar grows or shrinks from its old length,
-and the pages that changed pop. Both ends come from the engine's records; nothing in between
-is simulated. The browser plays the rules once, when it draws the new chart, and not at all
+lane and place (a new one from the waiting queue's tail), the KV pool's used bar grows or
+shrinks from its old length, and the pages that changed pop. Both ends come from the engine's
+records; nothing in between is simulated. The browser plays the rules once, when it draws the new chart, and not at all
 for a visitor who asks for reduced motion.
 """
 
