@@ -6,14 +6,14 @@ than easing from the old one. So each chart is drawn as it is after the step, an
 start the parts that changed where the step before had them: a card slides in from its old
 lane and place (a new one from the waiting queue's tail), the KV pool's used bar grows or
 shrinks from its old length, and the pages that changed pop. Both ends come from the engine's
-records; nothing in between is simulated. The browser plays the rules once, when it draws the new chart, and not at all
-for a visitor who asks for reduced motion.
+records; nothing in between is simulated. The browser plays the rules once, when it draws
+the new chart, and not at all for a visitor who asks for reduced motion.
 """
 
 from __future__ import annotations
 
 from engine.records import StepRecord
-from lab.charts import queues
+from lab.charts import budget, queues
 
 # Shorter than a step at the speed Play delivers (about 400 ms a step here, see the header); a
 # faster next step just replaces the chart mid-motion.
@@ -55,11 +55,12 @@ def card_motion(records: list[StepRecord]) -> str:
 
 def pool_motion(record: StepRecord, previous: StepRecord | None) -> str:
     """The forward pass's KV-pages bar (its first segment: the pages in use) from its old length."""
-    used = record.budget.gpu_blocks_used - record.budget.gpu_blocks_cached
-    was = used if previous is None else previous.budget.gpu_blocks_used - previous.budget.gpu_blocks_cached
+    used = budget.pages_in_use(record)
+    was = used if previous is None else budget.pages_in_use(previous)
     if not used or was == used:
         return ""
-    return _rule(".st-key-budget .subplot.x3y3 .barlayer .point:nth-child(1)", "lab-pool",
+    row = budget.ROWS.index("KV pages") + 1  # Plotly names the row's subplot x{row}y{row}
+    return _rule(f".st-key-budget .subplot.x{row}y{row} .barlayer .point:nth-child(1)", "lab-pool",
                  f"transform: scaleX({was / used:.3f})", origin="left")
 
 
