@@ -26,8 +26,8 @@ from collections.abc import Callable
 from bench.common import parse, parser, print_table, write_results
 from bench.page_payload import LINK
 from engine import load_model
+from lab.link import decode_scenario, open_scenario
 from lab.run import default_config
-from lab.scenario import decode_scenario, open_scenario
 
 
 def allocated_mb(build: Callable[[], object]) -> float:

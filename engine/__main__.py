@@ -10,20 +10,20 @@ file, a line in it) ends with one line naming what is wrong and exit status 2.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
-import types
-import typing
 from pathlib import Path
 from typing import NoReturn, TextIO
 
 from tqdm import tqdm
 
-from engine.config import KNOB_HELP, PRESET_RULES, PRESET_SOURCES, EngineConfig
+from engine.config import EngineConfig
 from engine.engine import Engine
+from engine.knobs import KNOB, KNOBS
 from engine.load import DEFAULT_SCALE, TRACES, RateSpec, TraceSpec
 from engine.metrics import METRICS, serving_metrics
+from engine.presets import PRESET_RULES, PRESET_SOURCES
+from engine.values import parse
 from engine.workload import PRESETS, WorkloadError, WorkloadItem, format_of, parse_workload, submit
 
 
@@ -63,16 +63,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "until every request has finished)")
     parser.add_argument("--records", type=Path, help="write every StepRecord to this file as JSON Lines")
     knobs = parser.add_argument_group("engine knobs", "every EngineConfig field; defaults are EngineConfig's")
-    hints = typing.get_type_hints(EngineConfig)
-    for f in dataclasses.fields(EngineConfig):
-        help_text = f"{KNOB_HELP[f.name]} (default: {f.default})"
+    for knob in KNOBS:
+        help_text = f"{knob.help} (default: {knob.default})"
         # SUPPRESS: an unset knob stays out of the namespace, so EngineConfig supplies its default.
-        if hints[f.name] is bool:
-            knobs.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
+        if knob.type is bool:
+            knobs.add_argument(_flag(knob.name), action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
                                help=help_text)
         else:
-            knobs.add_argument(_flag(f.name), type=_value_type(hints[f.name]), default=argparse.SUPPRESS,
-                               metavar=f.name.upper(), help=help_text)
+            knobs.add_argument(_flag(knob.name), type=_reader(knob.annotation), default=argparse.SUPPRESS,
+                               metavar=knob.name.upper(), help=help_text)
     return parser
 
 
@@ -85,12 +84,14 @@ def _presets_help() -> str:
     return "\n".join(lines)
 
 
-def _value_type(hint: object) -> type:
-    """int | None -> int: a flag given on the command line always has a value, and is text or a
-    number (str | Deployment | None -> str: a deployment is given by name)."""
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        hint = next(a for a in typing.get_args(hint) if a is not type(None))
-    return hint
+def _reader(hint: object):
+    """A flag's value read as the link and CSV read it (engine.values), so 'none' and '0.1' mean the same."""
+    def read(text: str) -> object:
+        try:
+            return parse(text, hint)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return read
 
 
 class InputError(Exception):
@@ -143,13 +144,12 @@ def _load_items(args: argparse.Namespace) -> list[WorkloadItem]:
 
 
 def _engine(args: argparse.Namespace) -> Engine:
-    names = {f.name for f in dataclasses.fields(EngineConfig)}
-    knobs = {k: v for k, v in vars(args).items() if k in names}
+    knobs = {k: v for k, v in vars(args).items() if k in KNOB}
     try:
         return Engine(EngineConfig.for_preset(**knobs))
     except ValueError as exc:  # a knob's value, or ModelLoadError for --model
         knob = str(exc).split(" ", 1)[0]
-        flag = f"{_flag(knob)}: " if knob in names else ""
+        flag = f"{_flag(knob)}: " if knob in KNOB else ""
         raise InputError(f"{flag}{exc}") from None
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.workload import MAX_REQUESTS, WorkloadItem
+from engine.limits import MAX_REQUESTS
+from engine.workload import WorkloadItem
 
 TRACE_DIR = Path(__file__).parent / "traces"
 # Azure LLM inference trace 2023, Microsoft, CC-BY 4.0 (engine/traces/README.md).

@@ -14,7 +14,7 @@ import difflib
 import io
 import json
 import math
-import re
+import typing
 import zlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
@@ -24,16 +24,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from engine.config import SamplingParams
+from engine.limits import MAX_ARRIVAL_MS, MAX_PROMPT_TOKENS, MAX_REQUESTS, MAX_STEPS
+from engine.values import parse
 
 if TYPE_CHECKING:
     from engine.load import RateSpec, TraceSpec
 
 FORMATS = ("jsonl", "csv")
-# A lab run is stepped and drawn one request at a time; past this many, nobody can follow it.
-MAX_REQUESTS = 500
-# Later arrivals would only add idle steps.
-MAX_ARRIVAL_STEP = 100_000
-MAX_ARRIVAL_MS = 86_400_000  # a day
 
 
 class WorkloadError(ValueError):
@@ -64,12 +61,12 @@ _RULES: dict[str, tuple[Callable[[object], bool], str]] = {
     "prompt": (lambda v: isinstance(v, str) and v.strip() != "", "must be text with at least one non-space character"),
     "max_tokens": (lambda v: _is_int(v) and v >= 1, "must be an integer >= 1"),
     "priority": (_is_int, "must be an integer (lower values are served first under the priority policy)"),
-    "arrival_step": (lambda v: _is_int(v) and 0 <= v <= MAX_ARRIVAL_STEP,
-                     f"must be an integer in [0, {MAX_ARRIVAL_STEP}]"),
+    "arrival_step": (lambda v: _is_int(v) and 0 <= v <= MAX_STEPS, f"must be an integer in [0, {MAX_STEPS}]"),
     "temperature": (lambda v: _is_number(v) and 0 <= v <= 5, "must be a number in [0, 5] (0 means greedy)"),
     "ignore_eos": (lambda v: isinstance(v, bool), "must be true or false"),
-    "prompt_tokens": (lambda v: v is None or (_is_int(v) and 1 <= v <= 100_000),
-                      "must be empty or a number of tokens in [1, 100000] (a synthetic prompt of that length)"),
+    "prompt_tokens": (lambda v: v is None or (_is_int(v) and 1 <= v <= MAX_PROMPT_TOKENS),
+                      f"must be empty or a number of tokens in [1, {MAX_PROMPT_TOKENS}] (a synthetic prompt of that "
+                      "length)"),
     "length_scale": (lambda v: _is_number(v) and 0 < v <= 1, "must be a fraction in (0, 1]"),
     "arrival_ms": (lambda v: v is None or (_is_number(v) and 0 <= v <= MAX_ARRIVAL_MS),
                    f"must be empty or a number of ms in [0, {MAX_ARRIVAL_MS}] (arrival on a deployment's clock)"),
@@ -102,6 +99,7 @@ class WorkloadItem:
 
 
 FIELDS = tuple(f.name for f in fields(WorkloadItem))
+_ITEM_TYPES = typing.get_type_hints(WorkloadItem)
 
 
 def _known(name: str, what: str) -> str:
@@ -173,19 +171,15 @@ def _parse_jsonl(text: str) -> list[WorkloadItem]:
 
 
 def _from_cell(name: str, cell: str) -> object:
-    """Turn a CSV cell into its field's type. A cell that does not convert stays text,
-    and the field's rule then rejects it with the same message a JSON file gets."""
+    """Turn a CSV cell into its field's type, read as a link or a flag is (engine.values). A cell
+    that does not convert stays text, and the field's rule then rejects it with the same message
+    a JSON file gets."""
     if name == "prompt":
         return cell
-    text = cell.strip()
-    if name == "ignore_eos":
-        return {"true": True, "false": False, "1": True, "0": False}.get(text.lower(), cell)
-    if name in ("temperature", "arrival_ms", "length_scale"):
-        try:
-            return float(text)
-        except ValueError:
-            return cell
-    return int(text) if re.fullmatch(r"[+-]?\d+", text) else cell
+    try:
+        return parse(cell, _ITEM_TYPES[name])
+    except ValueError:
+        return cell
 
 
 def _parse_csv(text: str) -> list[WorkloadItem]:

@@ -6,7 +6,7 @@ every refusal names the limit and the knob that hit it:
 
     KV_POOL_BYTES   the KV pools' tensors (GPU and CPU pages), from the model's shape
     LINK_STEPS      the steps a link may ask the server to replay before it opens
-    MAX_REQUESTS    the requests in one workload (engine.workload)
+    MAX_REQUESTS    the requests in one workload (engine.limits)
     UPLOAD_BYTES    a file uploaded as a workload or a saved run
     HEAVY_JOBS      sweeps and A/B runs computing at once on the server; the rest wait their turn
 
@@ -21,8 +21,8 @@ from contextlib import contextmanager
 
 from engine import Engine, EngineConfig
 from engine.kv_cache import pool_bytes
+from engine.limits import MAX_REQUESTS
 from engine.model_runner import LoadedModel
-from engine.workload import MAX_REQUESTS
 
 KV_POOL_BYTES = 256 * 2**20
 LINK_STEPS = 2_000

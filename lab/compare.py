@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from engine import Engine, EngineConfig, StepRecord, load_model
+from engine.limits import MAX_STEPS
 from engine.metrics import METRICS, metric_values
 from engine.workload import WorkloadItem, submit
 from lab.budgets import engine_for
@@ -65,7 +66,7 @@ class ABRun:
             out.append(record)
         return out[0], out[1]
 
-    def run(self, max_steps: int = 100_000) -> None:
+    def run(self, max_steps: int = MAX_STEPS) -> None:
         """Step until both engines are done (or max_steps steps)."""
         for _ in range(max_steps):
             if self.done:

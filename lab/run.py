@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine import DEFAULT_MODEL, Engine, EngineConfig, LoadedModel, StepRecord, load_model
-from engine.config import LIVE_KNOBS
+from engine.knobs import LIVE_KNOBS
 from engine.workload import WorkloadItem, submit
 from lab.budgets import engine_for
 

@@ -17,32 +17,14 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from engine import EngineConfig, load_model
+from engine.knobs import KNOB, SWEEP_KNOBS
 from engine.metrics import METRICS, Slo
+from engine.values import parse
 from engine.workload import WorkloadItem, WorkloadSource, submit
 from lab.budgets import engine_for
 from lab.charts.style import Subplots
 from lab.metrics import run_metrics
-from lab.scenario import parse_knob
 
-# The knobs a sweep may vary, with the values it suggests. Not the model, device, dtype or
-# seed: those change what is run, not how it is scheduled.
-SUGGESTED = {
-    "max_num_batched_tokens": "16, 32, 64, 128, 256",
-    "max_num_seqs": "1, 2, 4, 8, 16",
-    "enable_chunked_prefill": "false, true",
-    "long_prefill_token_threshold": "0, 8, 16, 32",
-    "step_order": "decode_first, prefill_first",
-    "scheduling_policy": "fcfs, priority",
-    "preemption_mode": "recompute, swap",
-    "victim_rule": "policy, fewest_generated",
-    "watermark": "0, 0.05, 0.1, 0.2",
-    "num_gpu_blocks": "16, 24, 32, 48, 64",
-    "block_size": "4, 8, 16, 32",
-    "num_cpu_blocks": "0, 16, 64",
-    "enable_prefix_caching": "false, true",
-    "deployment": "llama-3.1-8b@h100-sxm, llama-3.1-8b@a100-80gb, llama-3.1-8b@l4",
-    "kv_allocation": "paged, contiguous",
-}
 # Not an engine knob: the offered load of the lab's trace or drawn workload (engine/load.py).
 RATE = "rate"
 RATE_VALUES = "1, 2, 4, 8, 16"
@@ -76,17 +58,17 @@ LINE_DASHES = ("solid", "dash")  # where two lines coincide, the dashed one stil
 def parse_values(knob: str, text: str, base: EngineConfig) -> list:
     """The comma-separated values of a sweep, each checked as the engine checks it.
     ValueError names the knob and the value that is wrong."""
-    if knob not in SUGGESTED and knob != RATE:
-        raise ValueError(f"a sweep can vary {', '.join(SUGGESTED)} (or the rate of a load in time); not {knob!r}")
+    if knob not in SWEEP_KNOBS and knob != RATE:
+        raise ValueError(f"a sweep can vary {', '.join(SWEEP_KNOBS)} (or the rate of a load in time); not {knob!r}")
     items = [item.strip() for item in text.split(",") if item.strip()]
     if not items:
-        raise ValueError(f"give the values of {knob} to try, separated by commas, e.g. {SUGGESTED[knob]}")
+        raise ValueError(f"give the values of {knob} to try, separated by commas, e.g. {SWEEP_KNOBS[knob]}")
     if len(items) > MAX_VALUES:
         raise ValueError(f"at most {MAX_VALUES} values in one sweep; got {len(items)}")
     values = []
     for item in items:
         try:
-            value = _rate(item) if knob == RATE else parse_knob(knob, item)
+            value = _rate(item) if knob == RATE else parse(item, KNOB[knob].annotation)
             if knob != RATE:
                 dataclasses.replace(base, **{knob: value})  # validates, with every other knob as it is
         except ValueError as exc:

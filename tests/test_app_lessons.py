@@ -14,9 +14,10 @@ from streamlit.testing.v1 import AppTest
 from test_app import APP, click, markdown, run_of, scrubber
 from test_lessons import BY_ID, LESSONS, SOLUTION, finish
 
+from engine.knobs import KNOB
 from lab.lessons import format_answer, grade, load_glossary
 from lab.lessons.terms import link_terms, load_terms
-from ui.widgets.knobs import KNOBS
+from ui.widgets.knobs import widget_kind
 
 loaded = test_lessons.loaded  # the fixture that checks the default model, which the lessons are written for
 
@@ -209,7 +210,7 @@ def test_the_challenge_fails_the_start_and_passes_a_tuned_config(open_lesson, lo
     assert "left the lesson's scenario" not in messages(at.warning), "its questions still stand"
 
     for knob, value in SOLUTION.items():
-        widget(at, KNOB_WIDGETS[KNOBS[knob].kind], f"challenge_knob_{knob}").set_value(value)
+        widget(at, KNOB_WIDGETS[widget_kind(KNOB[knob])], f"challenge_knob_{knob}").set_value(value)
     click(at, score)
     result = progress(at, lesson_id).challenge
     assert result.passed and result == test_lessons.attempt(loaded, **SOLUTION)

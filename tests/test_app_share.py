@@ -19,8 +19,8 @@ from test_app import APP, charts, click, run_of, scrubber
 
 from engine.workload import WorkloadItem, WorkloadSource, dump_workload
 from lab.export import downloads, step_figures
+from lab.link import Scenario, decode_scenario, encode_scenario, scenario_changes
 from lab.recording import Recording
-from lab.scenario import Scenario, decode_scenario, encode_scenario, scenario_changes
 
 
 @pytest.fixture

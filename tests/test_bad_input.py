@@ -9,7 +9,7 @@ import math
 import pytest
 
 from engine import EngineConfig, SamplingParams
-from lab.scenario import decode_scenario
+from lab.link import decode_scenario
 
 INT_KNOBS = ("block_size", "num_gpu_blocks", "max_num_batched_tokens", "max_num_seqs")
 BAD_INTS = (0, -1, 10**12, "8", math.nan, True, 2.5)

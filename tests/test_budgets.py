@@ -13,8 +13,8 @@ from engine.kv_cache import pool_bytes
 from engine.workload import WorkloadItem
 from lab import budgets
 from lab.budgets import KV_POOL_BYTES, LINK_STEPS, BudgetError, check_pool, heavy_job
+from lab.link import decode_scenario, open_scenario
 from lab.run import Run
-from lab.scenario import decode_scenario, open_scenario
 
 ITEMS = [WorkloadItem("ROMEO: hello", max_tokens=4, ignore_eos=True)]
 

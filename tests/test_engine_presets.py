@@ -13,7 +13,8 @@ import pytest
 
 from engine import Engine, EngineConfig, SamplingParams
 from engine.__main__ import build_parser
-from engine.config import ENGINE_PRESETS, LIVE_KNOBS, PRESET_RULES, PRESET_SOURCES
+from engine.knobs import ENGINE_PRESETS, LIVE_KNOBS
+from engine.presets import PRESET_RULES, PRESET_SOURCES
 
 
 def prompt(start: int, n: int) -> list[int]:
@@ -48,7 +49,7 @@ def test_a_preset_sets_its_rules_and_a_knob_beside_it_wins():
 
 def test_help_names_every_presets_rules_and_the_engine_source_they_come_from():
     text = build_parser().format_help()
-    assert set(PRESET_SOURCES) == set(ENGINE_PRESETS)
+    assert tuple(PRESET_SOURCES) == tuple(PRESET_RULES) == ENGINE_PRESETS  # one row per preset in each table
     for preset in ENGINE_PRESETS:
         assert preset in text and PRESET_SOURCES[preset] in text
         assert all(f"{knob}={value}" in text for knob, value in PRESET_RULES[preset].items())

@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import EngineConfig
+from engine.hardware import SUGGESTED
+from engine.knobs import KNOB, KNOBS, LINK_KNOBS, Knob
 from engine.workload import PRESETS, GeneratorSpec, WorkloadItem, WorkloadSource, generate_workload
-from lab.scenario import (
-    LINK_KNOBS,
+from lab.link import (
     LINK_LIST,
     Scenario,
     changed_knobs,
@@ -25,29 +26,27 @@ from lab.scenario import (
 
 DEFAULTS = EngineConfig()
 
-# A valid value for every knob a link may carry.
-KNOB_VALUES = {
-    "dtype": st.sampled_from(["float32", "float16", "bfloat16"]),
-    "seed": st.integers(0, 2**32),
-    "max_model_len": st.none() | st.integers(2, 4096),
-    "block_size": st.integers(1, 256),
-    "num_gpu_blocks": st.integers(1, 1_000_000),
-    "num_cpu_blocks": st.integers(0, 1_000_000),
-    "max_num_batched_tokens": st.integers(1, 1_000_000),
-    "max_num_seqs": st.integers(1, 100_000),
-    "enable_chunked_prefill": st.booleans(),
-    "long_prefill_token_threshold": st.integers(0, 10_000),
-    "step_order": st.sampled_from(["decode_first", "prefill_first"]),
-    "scheduling_policy": st.sampled_from(["fcfs", "priority"]),
-    "preemption_mode": st.sampled_from(["recompute", "swap"]),
-    "victim_rule": st.sampled_from(["policy", "fewest_generated"]),
-    "watermark": st.floats(0, 1, exclude_max=True),
-    "enable_prefix_caching": st.booleans(),
-    "kv_allocation": st.sampled_from(["paged", "contiguous"]),
-    "preempt_on_admission": st.booleans(),
-    "admission_reserve": st.sampled_from(["prompt", "output_estimate", "max_tokens"]),
-    "engine_preset": st.sampled_from(["vllm_v1", "vllm_v0", "sglang", "trtllm_no_evict", "trtllm_max_util"]),
-}
+def knob_values(knob: Knob) -> st.SearchStrategy:
+    """Any value the knob's row accepts, drawn from the row itself: a new knob is covered by itself."""
+    if knob.choices:
+        values = st.sampled_from(knob.choices)
+    elif knob.type is bool:
+        values = st.booleans()
+    elif knob.type is int:
+        values = st.integers(int(knob.low), int(knob.high))
+    elif knob.type is float:
+        values = st.floats(knob.low, knob.high, exclude_min=knob.open_low, exclude_max=knob.open_high)
+    else:  # free text: the deployments the lab suggests
+        values = st.sampled_from(SUGGESTED)
+    return values | st.none() if knob.optional else values
+
+
+# A valid value for every knob a link may carry, from the knob table.
+KNOB_VALUES = {name: knob_values(KNOB[name]) for name in LINK_KNOBS}
+
+
+def test_every_knob_a_link_may_carry_is_drawn():
+    assert set(KNOB_VALUES) == {k.name for k in KNOBS if k.link} and len(KNOB_VALUES) == len(KNOBS) - 2
 
 
 @st.composite

@@ -11,7 +11,7 @@ import weakref
 from engine import EngineConfig, load_model
 from engine.workload import PRESETS
 from lab.compare import ABRun
-from lab.scenario import decode_scenario, open_scenario
+from lab.link import decode_scenario, open_scenario
 from ui import reaper
 
 LINK = {"preset": "burst", "k.num_gpu_blocks": "30", "k.block_size": "8", "k.preemption_mode": "swap",

@@ -11,10 +11,11 @@ from streamlit.testing.v1 import AppTest
 from test_app import open_page
 
 from engine import Engine, EngineConfig
+from engine.knobs import SWEEP_KNOBS
 from engine.metrics import METRICS
 from engine.workload import PRESETS, submit
 from lab.metrics import run_metrics
-from lab.sweep import COLUMNS, MAX_VALUES, PANELS, SUGGESTED, figure, parse_values, run_sweep, table
+from lab.sweep import COLUMNS, MAX_VALUES, PANELS, figure, parse_values, run_sweep, table
 
 WALL_TIME = {"throughput (tokens/s)", "TTFT p95 (ms)", "ITL p95 (ms)", "request throughput (requests/s)",
              "TTFT p90 (ms)", "TPOT p90 (ms)"}  # this machine's wall time
@@ -50,7 +51,7 @@ def test_bad_values_name_the_knob_and_the_value(base, knob, text, words):
 
 
 def test_every_suggestion_is_a_valid_sweep(base):
-    for knob, text in SUGGESTED.items():
+    for knob, text in SWEEP_KNOBS.items():
         assert len(parse_values(knob, text, dataclasses.replace(base, num_gpu_blocks=64))) >= 2
 
 
@@ -114,10 +115,10 @@ def shown_rows(app: AppTest) -> list[dict]:
 
 def test_page_runs_a_sweep_and_keeps_it_through_a_bad_one(page):
     run(page, knob="num_gpu_blocks")
-    assert page.text_input(key="sweep_values").value == SUGGESTED["num_gpu_blocks"]  # the knob's suggestion
+    assert page.text_input(key="sweep_values").value == SWEEP_KNOBS["num_gpu_blocks"]  # the knob's suggestion
     rows = shown_rows(page)
     assert [r["num_gpu_blocks"] for r in rows] == [str(v) for v in parse_values(
-        "num_gpu_blocks", SUGGESTED["num_gpu_blocks"], EngineConfig())]
+        "num_gpu_blocks", SWEEP_KNOBS["num_gpu_blocks"], EngineConfig())]
     (chart,) = page.get("plotly_chart")
     assert json.loads(chart.proto.spec)["layout"]["uirevision"] == "sweep"
     run(page, values="16, lots")

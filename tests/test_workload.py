@@ -13,10 +13,9 @@ from hypothesis import strategies as st
 from transformers import AutoTokenizer
 
 from engine import DEFAULT_MODEL, Engine, EngineConfig
+from engine.limits import MAX_REQUESTS, MAX_STEPS
 from engine.workload import (
     FORMATS,
-    MAX_ARRIVAL_STEP,
-    MAX_REQUESTS,
     PRESETS,
     GeneratorSpec,
     WorkloadError,
@@ -34,7 +33,7 @@ items = st.builds(
     prompt=st.text(min_size=1, max_size=40).filter(str.strip),
     max_tokens=st.integers(1, 10**6),
     priority=st.integers(-1000, 1000),
-    arrival_step=st.integers(0, MAX_ARRIVAL_STEP),
+    arrival_step=st.integers(0, MAX_STEPS),
     temperature=st.floats(0, 5, allow_nan=False),
     ignore_eos=st.booleans(),
 )

@@ -4,7 +4,7 @@
     sync_link()   keep the query parameters equal to the session's scenario
     share_url()   the link to the step on screen
 
-A link holds a *scenario* (lab/scenario.py): the lesson, the knobs, the workload's
+A link holds a *scenario* (lab/link/): the lesson, the knobs, the workload's
 name or seed, hand-added requests and mid-run changes, and the step on screen.
 The engine is deterministic, so replaying that script reproduces the run exactly.
 A replayed file has no link: it is shared as the file.
@@ -16,8 +16,8 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
+from lab.link import decode_scenario, encode_scenario, open_scenario, scenario_of
 from lab.run import default_config
-from lab.scenario import decode_scenario, encode_scenario, open_scenario, scenario_of
 from ui.session import DEFAULT_SOURCE, Session, cached_load, default_knobs, exclusive, readable_lessons, session
 from ui.widgets import presenter
 

@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from engine import EngineConfig, StepRecord
+from engine.knobs import AB_KNOBS, KNOB
 from engine.workload import WorkloadSource
 from lab.budgets import heavy_job
 from lab.charts import blocks, queues
@@ -23,13 +24,10 @@ from lab.compare import LABELS, ABRun, diff_table, kv_usage_figure, latency_ecdf
 from ui.draw import CSS, chart, flashes
 from ui.session import exclusive, session
 from ui.widgets import presenter
-from ui.widgets.knobs import KNOBS, knob_widget
+from ui.widgets.knobs import knob_widget
 from ui.widgets.workload import page_workload, page_workload_box
 
-# The knobs worth flipping in a comparison: the KV pool, the batch limits and the scheduling rules.
 WORKLOAD_KEY = "ab_workload"
-AB_KNOBS = ("num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens", "enable_chunked_prefill", "step_order",
-            "preemption_mode", "kv_allocation", "enable_prefix_caching", "engine_preset", "deployment")
 
 
 def _key(side: str, knob: str) -> str:
@@ -96,7 +94,7 @@ def config_form(same: bool) -> None:
                 row[0].markdown(f"`{knob}`")
                 for side, col in zip(LABELS, row[1:], strict=True):
                     with col:
-                        knob_widget(KNOBS[knob], key=_key(side, knob), label=side)
+                        knob_widget(KNOB[knob], key=_key(side, knob), label=side)
         left, right = st.columns(2)
         left.form_submit_button("Start A/B at step 0", type="primary", on_click=_on_start, width="stretch",
                                 icon=":material/play_arrow:")

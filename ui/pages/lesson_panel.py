@@ -22,6 +22,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from engine.knobs import KNOB
 from engine.metrics import METRICS
 from lab.budgets import heavy_job
 from lab.lessons import (
@@ -35,11 +36,11 @@ from lab.lessons import (
     play_challenge,
 )
 from lab.lessons.knee import ID as KNEE
+from lab.link import LINK_LIST
 from lab.run import History, Run, default_config
-from lab.scenario import LINK_LIST
 from ui.draw import prose
 from ui.session import Visit, cached_load, exclusive, lessons, session
-from ui.widgets.knobs import KNOBS, knob_widget
+from ui.widgets.knobs import knob_widget
 
 
 def number(lesson: Lesson) -> int:
@@ -373,7 +374,7 @@ def _challenge(lesson: Lesson, v: Visit) -> None:
             for knob in spec.knobs:
                 if not session().has_widget(_challenge_key(knob)):
                     session().set_widget(_challenge_key(knob), getattr(base, knob))
-                knob_widget(KNOBS[knob], key=_challenge_key(knob))
+                knob_widget(KNOB[knob], key=_challenge_key(knob))
             st.form_submit_button("Run to the end and score", on_click=_on_score, args=(lesson.id,), type="primary",
                                   icon=":material/sports_score:", width="stretch")
         result = v.progress.challenge

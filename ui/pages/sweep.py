@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from engine.knobs import SWEEP_KNOBS
 from engine.workload import WorkloadItem, WorkloadSource
 from lab.budgets import heavy_job
 from lab.sweep import (
@@ -20,7 +21,6 @@ from lab.sweep import (
     PANELS,
     RATE,
     RATE_VALUES,
-    SUGGESTED,
     figure,
     parse_values,
     run_sweep,
@@ -33,7 +33,7 @@ from ui.widgets.workload import page_workload, page_workload_box
 
 
 def _suggested(knob: str) -> str:
-    return RATE_VALUES if knob == RATE else SUGGESTED[knob]
+    return RATE_VALUES if knob == RATE else SWEEP_KNOBS[knob]
 
 
 def _on_knob() -> None:
@@ -104,7 +104,7 @@ def page() -> None:
     page_workload_box("sweep_workload")
     label, workload = page_workload("sweep_workload")
     in_time = isinstance(workload, WorkloadSource) and workload.load is not None
-    knobs = ([RATE] if in_time else []) + list(SUGGESTED)  # under load, its rate first
+    knobs = ([RATE] if in_time else []) + list(SWEEP_KNOBS)  # under load, its rate first
     if s.widget("sweep_knob") not in knobs:
         s.set_widget("sweep_knob", knobs[0])
         s.set_widget("sweep_values", _suggested(knobs[0]))

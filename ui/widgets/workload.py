@@ -13,6 +13,7 @@ from typing import TypeVar
 import streamlit as st
 
 from engine.hardware import SUGGESTED
+from engine.limits import MAX_STEPS
 from engine.load import DEFAULT_SCALE, TRACES, RateSpec, TraceSpec
 from engine.workload import (
     PRESETS,
@@ -177,7 +178,7 @@ def _add_request() -> None:
         st.text_area("prompt", "ROMEO:\nWhat say you, friar?", key="add_prompt", height=80)
         st.number_input("max tokens", 1, 512, 24, key="add_max_tokens")
         st.number_input("priority", -100, 100, 0, key="add_priority", help="Lower is served first under 'priority'.")
-        st.number_input("arrival step", 0, 100_000, 0, key="add_arrival",
+        st.number_input("arrival step", 0, MAX_STEPS, 0, key="add_arrival",
                         help="It joins the waiting queue at this step, or at the next step if that is later.")
         st.number_input("temperature", 0.0, 5.0, 0.0, 0.1, key="add_temperature", help="0: greedy.")
         st.form_submit_button("Add request", on_click=_on_add_request, width="stretch")

@@ -1,0 +1,14 @@
+"""The engine's size limits, each defined once: every reader of a file, a link or a flag checks these.
+
+The lab's shared-server budgets (lab/budgets.py) are tighter still; these hold anywhere.
+"""
+
+from __future__ import annotations
+
+# The longest run in steps, and so the latest arrival step and the furthest step a link names:
+# later arrivals would only add idle steps.
+MAX_STEPS = 100_000
+# A lab run is stepped and drawn one request at a time; past this many, nobody can follow it.
+MAX_REQUESTS = 500
+MAX_ARRIVAL_MS = 86_400_000  # a day on the modeled clock
+MAX_PROMPT_TOKENS = 100_000  # a synthetic prompt's length
