@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from bench.common import median, parse, parser, percentile, print_table, write_results
 from engine.block_manager import BlockManager
 from engine.config import EngineConfig, SamplingParams
-from engine.request import FinishReason, Request
+from engine.request import FinishReason, Request, request_id
 from engine.scheduler import Scheduler
 
 FIXED_TOKEN = 7
@@ -59,7 +59,7 @@ class StubLoop:
         shared = [rng.randrange(VOCAB) for _ in range(PROMPT_TOKENS[0])]  # a common prefix, for prefix caching
         for i in range(setup.requests):
             prompt = shared + [rng.randrange(VOCAB) for _ in range(rng.randint(0, PROMPT_TOKENS[1] - len(shared)))]
-            req = Request(f"r{i}", prompt, SamplingParams(max_tokens=NEW_TOKENS, ignore_eos=True),
+            req = Request(request_id(i), prompt, SamplingParams(max_tokens=NEW_TOKENS, ignore_eos=True),
                           priority=rng.randrange(3), arrival_index=i)
             self.requests[req.request_id] = req
             self.scheduler.add(req)

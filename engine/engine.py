@@ -1,9 +1,11 @@
 """The engine: one call to ``step()`` is one turn of the scheduler loop.
 
-A turn admits the requests whose arrival step has come, asks the scheduler for
-the batch, performs the swap copies it ordered, runs one forward pass over every
-scheduled token, appends the sampled tokens, retires finished requests (their
-pages go back to the pool) and returns a StepRecord of all of it.
+A turn is five calls, in the order a real engine makes them: the requests whose
+arrival has come join the waiting queue; the scheduler decides the batch
+(engine/scheduler.py); the swap copies it ordered are made; one forward pass runs
+over every scheduled token (engine/model_runner.py); the outputs are applied
+(tokens appended, finished requests retired, the clock advanced) and the step is
+recorded as a StepRecord (engine/recorder.py).
 """
 
 from __future__ import annotations
@@ -11,24 +13,34 @@ from __future__ import annotations
 import heapq
 import time
 
+from engine import reasons
 from engine.block_manager import BlockManager
-from engine.config import LIVE_KNOBS, EngineConfig, SamplingParams
+from engine.clock import step_ms
+from engine.config import EngineConfig, SamplingParams
 from engine.hardware import Deployment, StepCost
-from engine.metrics import COUNTER_KEYS, Slo, aggregate_metrics, request_metrics
+from engine.knobs import LIVE_KNOBS
+from engine.limits import MAX_STEPS
+from engine.metrics import Slo, aggregate_metrics, request_metrics
 from engine.model_runner import LoadedModel, ModelRunner, load_model
-from engine.records import (
-    Budget,
-    Event,
-    ModeledCost,
-    RequestView,
-    ScheduledChunk,
-    StepRecord,
-    StepStats,
-    StepTimings,
-    Unchanged,
-)
+from engine.pricing import price_step
+from engine.recorder import Recorder
+from engine.records import Event, ModeledCost, ScheduledChunk, StepRecord, StepTimings
 from engine.request import FinishReason, Request
-from engine.scheduler import Scheduler
+from engine.request import request_id as default_id
+from engine.scheduler import Scheduler, SchedulerOutput
+
+
+class _Timer:
+    """Wall time of each phase of a step, for StepTimings."""
+
+    def __init__(self) -> None:
+        self.timings = StepTimings()
+        self._last = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        setattr(self.timings, phase, (now - self._last) * 1000)
+        self._last = now
 
 
 class Engine:
@@ -55,9 +67,8 @@ class Engine:
         self._pending: list[tuple[int, int, Request]] = []
         self._pending_ms: list[tuple[float, int, Request]] = []
         self._events: list[Event] = []  # said between steps, reported with the next one
-        self.counters = dict.fromkeys(COUNTER_KEYS, 0)
         self.modeled_steps: list[tuple[float, float, float]] = []  # (ms, mfu, mbu) of each priced step
-        self._unchanged = Unchanged()
+        self.recorder = Recorder()
 
     # ---- requests ---------------------------------------------------------------------------
 
@@ -69,7 +80,7 @@ class Engine:
         params = params or SamplingParams()
         token_ids = self._token_ids(prompt)
         self._check_arrival(priority, arrival_step, arrival_ms, length_scale)
-        request_id = request_id or f"r{len(self.requests)}"
+        request_id = request_id or default_id(len(self.requests))
         if request_id in self.requests:
             raise ValueError(f"request_id {request_id!r} is already in use")
         req = Request(request_id, token_ids, params, priority=priority, length_scale=float(length_scale),
@@ -166,69 +177,27 @@ class Engine:
     # ---- the loop ---------------------------------------------------------------------------
 
     def step(self) -> StepRecord:
-        t0 = time.perf_counter()
-        events, self._events = self._events, []
-        if self._pending_ms and self._idle():  # nothing to do until the next arrival: the clock jumps there
-            self.clock_ms = max(self.clock_ms, self._pending_ms[0][0])
-        self._admit_arrivals(events)
-        self._step_start_ms = self.clock_ms
-        out = self.scheduler.schedule()
-        events += out.events
-        for e in out.events:
-            if e.kind == "admitted":
-                kind = "preempted_prefix_cache" if e.data["resumed"] else "prefix_cache"
-                self.counters[f"{kind}_queries"] += e.data["query_tokens"]
-                self.counters[f"{kind}_hits"] += e.data["prefix_hit_tokens"]
-        batch = [(self.requests[rid], n) for rid, n in out.scheduled.items()]
-        t1 = time.perf_counter()
-        for direction, pairs in out.swaps:
-            (self.runner.cache.swap_out if direction == "out" else self.runner.cache.swap_in)(pairs)
-        t2 = time.perf_counter()
-        sampled = self.runner.execute([(r, n, self.blocks.block_table(r.request_id)) for r, n in batch]) \
-            if batch else {}
-        t3 = time.perf_counter()
-        timings = StepTimings((t1 - t0) * 1000, (t3 - t2) * 1000, (t2 - t1) * 1000)
-        cost = self._price(batch, events)
-        self.clock_ms += timings.total_ms if cost is None else cost.total_ms
-        chunks = [self._advance(req, n, sampled.get(req.request_id), events) for req, n in batch]
-        self.counters["num_preemptions"] += len(out.preempted)
-        self.counters["num_swapped_blocks"] += sum(len(pairs) for _, pairs in out.swaps)
-        if not batch:
-            events.append(Event("idle", None, self._why_idle(), {}))
-        record = self._record(chunks, events, timings)
-        if cost is not None:
-            self.modeled_steps.append((cost.total_ms, cost.mfu, cost.mbu))
-            record.modeled = ModeledCost(self.deployment.name, **cost.to_dict(), clock_ms=self.clock_ms)
+        """One turn of the loop: arrivals join the queue, the scheduler decides, the model runs,
+        the outputs are applied, and the step is recorded."""
+        timer = _Timer()
+        events = self._take_arrivals()                    # due requests join the waiting queue
+        decision = self.scheduler.schedule()              # who runs, with how many tokens; who is preempted
+        timer.lap("schedule_ms")
+        self.runner.copy_pages(decision.swaps)            # the KV copies that swap preemption ordered
+        timer.lap("swap_ms")
+        sampled = self._run(decision)                     # one forward pass over every scheduled token
+        timer.lap("forward_ms")
+        chunks, events, modeled = self._postprocess(decision, sampled, events + decision.events, timer.timings)
+        record = self.recorder.record(self, chunks, events, timer.timings, modeled)
         self.step_index += 1
         return record
 
-    def _price(self, batch: list[tuple[Request, int]], events: list[Event]) -> StepCost | None:
-        """The step on the deployment: each request's new tokens against its cached context, plus
-        the swap copies (read off the step's swap events); the reasons of swaps and recomputes gain
-        what they cost there."""
-        if self.deployment is None:
-            return None
-        dep, block_size = self.deployment, self.config.block_size
-
-        def real(tokens: float, e: Event) -> float:  # a request scaled to fit the small model, at full size
-            return tokens / self.requests[e.request_id].length_scale
-
-        copies = [(i, e, real(len(e.data["blocks"]) * block_size, e)) for i, e in enumerate(events)
-                  if e.kind in ("swapped_out", "swapped_in")]
-        cost = dep.step_cost([(n / req.length_scale, req.num_computed_tokens / req.length_scale)
-                              for req, n in batch], sum(tokens for _, _, tokens in copies))
-        for i, e, tokens in copies:
-            cost_text = (f"{tokens * dep.kv_bytes_per_token / 1e6:.1f} MB of KV at {dep.model}'s size, "
-                         f"{dep.swap_ms(tokens) * 1000:.0f} us over {dep.host_link} (modeled)")
-            events[i] = Event(e.kind, e.request_id, f"{e.reason}; {cost_text}", e.data)
-        for i, e in enumerate(events):
-            if e.kind == "recompute_started":
-                alone = dep.step_cost([(real(e.data["tokens"], e), 0)]).total_ms
-                events[i] = Event(e.kind, e.request_id, f"{e.reason}; about {alone:.1f} ms of prefill on "
-                                  f"{dep.name} if it ran alone (modeled)", e.data)
-        return cost
-
-    def _admit_arrivals(self, events: list[Event]) -> None:
+    def _take_arrivals(self) -> list[Event]:
+        """The requests whose arrival has come join the waiting queue, first come first queued; an
+        idle engine's clock first jumps to the next arrival by time."""
+        events, self._events = self._events, []
+        if self._pending_ms and self._idle():
+            self.clock_ms = max(self.clock_ms, self._pending_ms[0][0])
         arrived = []
         while self._pending and self._pending[0][0] <= self.step_index:
             req = heapq.heappop(self._pending)[2]
@@ -238,10 +207,38 @@ class Engine:
             req = heapq.heappop(self._pending_ms)[2]
             req.arrival_step = self.step_index  # its latencies in steps count from the step it joined
             arrived.append(req)
-        for req in sorted(arrived, key=lambda r: (r.arrival_ms, r.arrival_index)):  # first come, first queued
+        for req in sorted(arrived, key=lambda r: (r.arrival_ms, r.arrival_index)):
             self.scheduler.add(req)
-            events.append(Event("arrived", req.request_id, f"joins the waiting queue with {req.num_prompt_tokens} "
-                                f"prompt tokens, wants up to {req.sampling.max_tokens} more", {}))
+            events.append(Event("arrived", req.request_id, reasons.arrived(req), {}))
+        self._step_start_ms = self.clock_ms
+        return events
+
+    def _run(self, decision: SchedulerOutput) -> dict[str, int]:
+        """The forward pass: each scheduled request's new tokens, read against its KV pages."""
+        batch = [(self.requests[rid], n, self.blocks.block_table(rid)) for rid, n in decision.scheduled.items()]
+        return self.runner.execute(batch) if batch else {}
+
+    def _postprocess(self, decision: SchedulerOutput, sampled: dict[str, int], events: list[Event],
+                     timings: StepTimings) -> tuple[list[ScheduledChunk], list[Event], ModeledCost | None]:
+        """The clock advances by the step's cost; each request gains its computed tokens and sampled
+        token, and those that are done finish. Returns the batch as chunks, the step's events and
+        its modeled cost (None on this machine's wall clock)."""
+        batch = [(self.requests[rid], n) for rid, n in decision.scheduled.items()]
+        cost, events = self._price(batch, events)
+        self.clock_ms += step_ms(timings, cost)
+        chunks = [self._advance(req, n, sampled.get(req.request_id), events) for req, n in batch]
+        if not batch:
+            events.append(Event("idle", None, self._why_idle(), {}))
+        if cost is None:
+            return chunks, events, None
+        self.modeled_steps.append((cost.total_ms, cost.mfu, cost.mbu))
+        return chunks, events, ModeledCost(self.deployment.name, **cost.to_dict(), clock_ms=self.clock_ms)
+
+    def _price(self, batch: list[tuple[Request, int]], events: list[Event]) -> tuple[StepCost | None, list[Event]]:
+        """The step on the deployment (engine/pricing.py); unpriced on this machine's wall clock."""
+        if self.deployment is None:
+            return None, events
+        return price_step(self.deployment, self.config.block_size, batch, events, self.requests)
 
     def _advance(self, req: Request, n: int, token: int | None, events: list[Event]) -> ScheduledChunk:
         """Apply one step's work to a request: n more tokens computed, maybe one more sampled."""
@@ -252,9 +249,9 @@ class Engine:
         self.counters["num_recomputed_tokens"] += max(0, min(req.num_computed_tokens + n, req.peak_computed_tokens)
                                                       - req.num_computed_tokens)
         if kind == "prefill_chunk" and req.num_computed_tokens + n < req.num_tokens:
-            events.append(Event("chunk_scheduled", req.request_id, f"prompt tokens {req.num_computed_tokens}-"
-                                f"{req.num_computed_tokens + n - 1} of {req.num_tokens}: the rest waits for later "
-                                "steps", {"start": req.num_computed_tokens, "num_tokens": n}))
+            events.append(Event("chunk_scheduled", req.request_id,
+                                reasons.chunk_scheduled(req.num_computed_tokens, n, req.num_tokens),
+                                {"start": req.num_computed_tokens, "num_tokens": n}))
         req.num_computed_tokens += n
         req.peak_computed_tokens = max(req.peak_computed_tokens, req.num_computed_tokens)
         if token is not None:
@@ -266,7 +263,7 @@ class Engine:
             reason = self._stop_reason(req, token)
             if reason:
                 self._finish(req, reason)
-                events.append(Event("finished", req.request_id, self._finish_text(req), {"reason": reason.value}))
+                events.append(Event("finished", req.request_id, reasons.finished(req), {"reason": reason.value}))
         return chunk
 
     def _stop_reason(self, req: Request, token: int) -> FinishReason | None:
@@ -284,66 +281,17 @@ class Engine:
         req.finish_step = self.step_index
         req.finish_ms = self.clock_ms
 
-    @staticmethod
-    def _finish_text(req: Request) -> str:
-        return {
-            FinishReason.EOS: "produced the end-of-sequence token",
-            FinishReason.STOP: "produced one of its stop tokens",
-            FinishReason.LENGTH: f"reached its length limit ({len(req.output_token_ids)} tokens generated)",
-        }[req.finish_reason] + "; its KV pages go back to the pool"
-
     def _why_idle(self) -> str:
-        if self._pending:
-            return f"nothing to run: the next request arrives at step {self._pending[0][0]}"
-        if self._pending_ms:
-            return f"nothing to run: the next request arrives at {self._pending_ms[0][0]:.1f} ms"
-        if self.scheduler.waiting or self.scheduler.swapped:
-            return "nothing could be scheduled: every waiting request is blocked (see the blocked events)"
-        return "nothing to run: no requests"
+        return reasons.idle(self._pending[0][0] if self._pending else None,
+                            self._pending_ms[0][0] if self._pending_ms else None,
+                            bool(self.scheduler.waiting or self.scheduler.swapped))
 
     # ---- reporting --------------------------------------------------------------------------
 
-    def _record(self, chunks: list[ScheduledChunk], events: list[Event], timings: StepTimings) -> StepRecord:
-        sched, blocks, cfg = self.scheduler, self.blocks, self.config
-        finished = [e.request_id for e in events if e.kind in ("finished", "rejected")]
-        shown = [r.request_id for r in (*sched.waiting, *sched.running, *sched.swapped)] + finished
-        decode_tokens = sum(c.num_tokens for c in chunks if c.kind == "decode")
-        tokens = sum(c.num_tokens for c in chunks)
-        cached = blocks.num_cached_free_blocks
-        budget = Budget(
-            tokens_used=tokens, token_budget=cfg.max_num_batched_tokens, decode_tokens=decode_tokens,
-            prefill_tokens=tokens - decode_tokens, seqs_used=len(chunks), seq_cap=cfg.max_num_seqs,
-            gpu_blocks_used=cfg.num_gpu_blocks - blocks.num_free_blocks, gpu_blocks_cached=cached,
-            gpu_blocks_free=blocks.num_free_blocks - cached, num_gpu_blocks=cfg.num_gpu_blocks,
-            cpu_blocks_used=blocks.num_cpu_used, num_cpu_blocks=cfg.num_cpu_blocks)
-        stats = StepStats(
-            num_requests_running=len(sched.running), num_requests_waiting=len(sched.waiting),
-            num_requests_swapped=len(sched.swapped),
-            num_requests_finished=sched.num_finished,
-            kv_cache_usage_perc=round(blocks.usage(), 6), num_batched_tokens=tokens, **self.counters)
-        # Keys no request id can collide with: ("queue", name), ("card", id), (device, block id).
-        pages = {(p.device, p.block_id): p for p in blocks.snapshot(self.requests, self.loaded.text_of)}
-        kept = self._unchanged({
-            **{("queue", name): [r.request_id for r in queue]
-               for name, queue in (("waiting", sched.waiting), ("running", sched.running), ("swapped", sched.swapped))},
-            ("queue", "pages"): list(pages), **{("card", rid): self._view(self.requests[rid]) for rid in shown},
-            **pages})
-        return StepRecord(
-            step=self.step_index, batch=chunks, budget=budget, waiting=kept["queue", "waiting"],
-            running=kept["queue", "running"], swapped=kept["queue", "swapped"], finished=finished,
-            requests={rid: kept["card", rid] for rid in shown}, blocks=[kept[key] for key in kept["queue", "pages"]],
-            events=events, stats=stats, timings=timings)
-
-    def _view(self, req: Request) -> RequestView:
-        return RequestView(
-            request_id=req.request_id, status=req.status.value, priority=req.priority,
-            arrival_step=req.arrival_step, num_prompt_tokens=req.num_prompt_tokens,
-            num_output_tokens=len(req.output_token_ids), num_computed_tokens=req.num_computed_tokens,
-            max_tokens=req.sampling.max_tokens, num_preemptions=req.num_preemptions,
-            num_blocks=len(self.blocks.block_table(req.request_id)) or
-            len(self.blocks.cpu_req_blocks.get(req.request_id, [])),
-            finish_reason=req.finish_reason.value if req.finish_reason else None, output_text=req.output_text,
-            arrival_ms=req.arrival_ms if self.deployment is not None else None)
+    @property
+    def counters(self) -> dict[str, int]:
+        """Running totals (engine.metrics.COUNTER_KEYS), kept by the scheduler as things happen."""
+        return self.scheduler.counters
 
     def metrics(self) -> dict:
         """Per-request latencies and the run's aggregate: the numbers the lab, the CLI and the tests report."""
@@ -356,7 +304,7 @@ class Engine:
                                       self.modeled_steps if self.deployment else None, Slo.of(self.config))
         return {"aggregate": aggregate, "requests": per_request}
 
-    def run(self, max_steps: int = 100_000) -> list[StepRecord]:
+    def run(self, max_steps: int = MAX_STEPS) -> list[StepRecord]:
         """Step until every request has finished (or max_steps), returning the records."""
         records = []
         while self.has_unfinished_requests() and len(records) < max_steps:

@@ -164,6 +164,12 @@ class ModelRunner:
             loaded.num_layers, loaded.num_kv_heads, loaded.head_dim, config.block_size, config.num_gpu_blocks,
             config.num_cpu_blocks, loaded.model.dtype, loaded.device)
 
+    def copy_pages(self, swaps: list[tuple[str, list[tuple[int, int]]]]) -> None:
+        """Swap preemption's page copies, in the order the scheduler decided them: ("out", [(gpu, cpu)])
+        or ("in", [(cpu, gpu)])."""
+        for direction, pairs in swaps:
+            (self.cache.swap_out if direction == "out" else self.cache.swap_in)(pairs)
+
     @torch.inference_mode()
     def execute(self, batch: list[tuple[Request, int, list[int]]]) -> dict[str, int]:
         """Run one forward pass over every scheduled token; sample for requests whose

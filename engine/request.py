@@ -7,12 +7,19 @@ from dataclasses import dataclass, field
 
 from engine.config import SamplingParams
 
+ID_PREFIX = "r"
+
+
+def request_id(index: int) -> str:
+    """The id the engine gives the index-th request added to it: r0, r1, ..."""
+    return f"{ID_PREFIX}{index}"
+
 
 def id_order(request_id: str) -> tuple[int, str]:
     """The sort key that lists requests as the engine numbered them: r2 before r10 (ids it was
     given by name come after, in name order)."""
-    number = request_id[1:]
-    return (int(number), "") if request_id[:1] == "r" and number.isdigit() else (1 << 62, request_id)
+    number = request_id.removeprefix(ID_PREFIX)
+    return (int(number), "") if request_id.startswith(ID_PREFIX) and number.isdigit() else (1 << 62, request_id)
 
 
 class RequestStatus(str, enum.Enum):

@@ -2,28 +2,30 @@
 
 Every step starts from three queues (waiting, running, swapped) and three limits
 (the token budget, the sequence cap and the free KV pages) and picks, for each
-request, how many of its not-yet-computed tokens run now. Each decision is
-recorded as an Event whose reason names the rule behind it.
+request, how many of its not-yet-computed tokens run now. This module is the
+loop over the queues; the engines' rules it applies are in engine/rules.py and
+the words of each decision in engine/reasons.py. Each decision is recorded as an
+Event whose reason names the rule behind it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine import reasons, rules
 from engine.block_manager import BlockManager
 from engine.config import EngineConfig
+from engine.metrics import COUNTER_KEYS
 from engine.records import Event
 from engine.request import FinishReason, Request, RequestStatus
 from engine.waiting_queue import waiting_queue
 
-# SGLang's starting new_token_ratio (SGLANG_INIT_NEW_TOKEN_RATIO). SGLang decays it toward 0.098 over
-# 600 decode steps and raises it after a retraction; the lab holds it at 0.7.
-SGLANG_NEW_TOKEN_RATIO = 0.7
-
 
 @dataclass
 class SchedulerOutput:
-    token_budget: int
+    """One step's decision: the batch, the page copies it needs, who was preempted, and why."""
+
+    budget_left: int  # of the token budget: what requests later in the pass may still take
     scheduled: dict[str, int] = field(default_factory=dict)  # request id -> tokens, in batch order
     # Page copies in decision order: ("out", [(gpu, cpu), ...]) or ("in", [(cpu, gpu), ...]). Order
     # matters: a request swapped in and then preempted again in one step must be copied in first.
@@ -31,9 +33,13 @@ class SchedulerOutput:
     preempted: list[Request] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
 
-    def add(self, req: Request, num_tokens: int) -> None:
+    def schedule(self, req: Request, num_tokens: int) -> None:
         self.scheduled[req.request_id] = num_tokens
-        self.token_budget -= num_tokens
+        self.budget_left -= num_tokens
+
+    def unschedule(self, req: Request) -> None:
+        """A request placed in this batch and then preempted gives its tokens back."""
+        self.budget_left += self.scheduled.pop(req.request_id, 0)
 
     def note(self, kind: str, req: Request | None, reason: str, **data) -> None:
         self.events.append(Event(kind, req.request_id if req else None, reason, data))
@@ -47,11 +53,13 @@ class Scheduler:
         self.running: list[Request] = []  # in admission order: the last one is the newest
         self.swapped: list[Request] = []
         self.num_finished = 0  # kept as a count: scanning every request each step would grow with history
+        # Running totals (engine.metrics.COUNTER_KEYS), counted where each thing happens.
+        self.counters = dict.fromkeys(COUNTER_KEYS, 0)
 
     # ---- the request lifecycle: in through add, out through finish ---------------------------
 
     def add(self, req: Request) -> None:
-        """A request whose arrival step has come joins the waiting queue."""
+        """A request whose arrival has come joins the waiting queue."""
         req.status = RequestStatus.WAITING
         self.waiting.add(req)
 
@@ -77,8 +85,7 @@ class Scheduler:
                 self._schedule_swapped(out)
                 self._schedule_waiting(out)
             elif self.waiting or self.swapped:
-                out.note("blocked", None, "no new admissions this step: running requests had to be preempted, "
-                         "so memory is too tight to start more work", limit="preemption")
+                out.note("blocked", None, reasons.no_admissions_after_preemption(), limit="preemption")
         else:
             # vLLM v0 / SGLang: a prefill-only step whenever new prompts fit (and nothing
             # waits in swap), otherwise a decode-only step.
@@ -90,8 +97,7 @@ class Scheduler:
                 if not out.preempted:
                     self._schedule_swapped(out)
         for block, prefix in self.blocks.take_evictions():
-            out.note("evicted", None, f"page {block} was reused, so the cached prefix {prefix} it held is forgotten",
-                     block=block, hash=prefix)
+            out.note("evicted", None, reasons.evicted(block, prefix), block=block, hash=prefix)
         return out
 
     # ---- the three queues -------------------------------------------------------------------
@@ -100,139 +106,124 @@ class Scheduler:
         """In running order while budget lasts; a request that cannot get a page preempts the
         victim rule's choice, and if that is itself, the pass ends (vLLM v1's `break`)."""
         i = 0
-        while i < len(self.running) and out.token_budget > 0:
+        while i < len(self.running) and out.budget_left > 0:
             req = self.running[i]
             if prefills_only and req.is_decoding:
                 i += 1
                 continue
-            n = self._num_new_tokens(req, out.token_budget, req.num_computed_tokens)
+            n = self._chunk_size(req, out.budget_left, req.num_computed_tokens)
             while not self.blocks.allocate(req, n):
-                victim, rule = self._pick_victim(self.running)
+                victim, rule = rules.pick_victim(self.config, self.running)
                 if self.running.index(victim) < i:
                     i -= 1
-                self._preempt(victim, out, f"{req.request_id} needed a new KV page and none was free; {rule}")
+                self._preempt(victim, out, reasons.needed_a_page(req, rule))
                 if victim is req:
                     break
             if req.status != RequestStatus.RUNNING:
                 break
-            out.add(req, n)
+            out.schedule(req, n)
             i += 1
         for req in self.running[i:]:
-            if out.token_budget == 0 and req.request_id not in out.scheduled:
-                out.note("blocked", req, f"token budget: the step's {self.config.max_num_batched_tokens} "
-                         "tokens are already taken by requests ahead of it", limit="token_budget")
+            if out.budget_left == 0 and req.request_id not in out.scheduled:
+                out.note("blocked", req, reasons.no_budget_left(self.config.max_num_batched_tokens),
+                         limit="token_budget")
 
     def _schedule_swapped(self, out: SchedulerOutput) -> None:
         for req in list(self.swapped):
-            if not self._has_seat(req, out):
+            if not self._take_seat(req, out):
                 return
-            n = self._num_new_tokens(req, out.token_budget, req.num_computed_tokens)
+            n = self._chunk_size(req, out.budget_left, req.num_computed_tokens)
             if n == 0:
-                out.note("blocked", req, "token budget used up before swapped requests", limit="token_budget")
+                out.note("blocked", req, reasons.no_budget_for_swapped(), limit="token_budget")
                 return
             extra = 0 if self.blocks.contiguous else max(
                 0, self.blocks.blocks_needed(req.num_computed_tokens + n) -
                 len(self.blocks.cpu_req_blocks[req.request_id]))
             pairs = self.blocks.swap_in(req, reserve=extra)
             if pairs is None:
-                out.note("blocked", req, "not enough free KV pages to swap its pages back in", limit="blocks")
+                out.note("blocked", req, reasons.no_pages_to_swap_in(), limit="blocks")
                 return
             self.blocks.allocate(req, n)  # cannot fail: swap_in kept `extra` pages free
             self.swapped.remove(req)
             self._start_running(req)
             out.swaps.append(("in", pairs))
-            out.note("swapped_in", req, f"{len(pairs)} pages copied back from CPU memory; it resumes where it "
-                     "stopped, nothing recomputed", blocks=[g for _, g in pairs])
-            out.add(req, n)
+            self.counters["num_swapped_blocks"] += len(pairs)
+            out.note("swapped_in", req, reasons.swapped_in(len(pairs)), blocks=[g for _, g in pairs])
+            out.schedule(req, n)
 
     def _schedule_waiting(self, out: SchedulerOutput) -> None:
-        while self.waiting and out.token_budget > 0:
+        while self.waiting and out.budget_left > 0:
             req = self.waiting.peek()
             if any(r is req for r in out.preempted):
                 return  # never re-admit a request in the step that evicted it
-            if not self._has_seat(req, out):
+            if not self._take_seat(req, out):
                 return
-            while True:
-                hit = self.blocks.find_prefix_hit(req)
-                computed = len(hit) * self.config.block_size
-                n = self._num_new_tokens(req, out.token_budget, computed)
-                if n == 0:
-                    out.note("blocked", req, self._why_no_budget(req, out), limit="token_budget")
-                    return
-                why = self._why_not_admitted(req, hit)
-                if why is None and self.blocks.allocate(req, n, hit):  # the rule asked for at least this
-                    break
-                victim = self._lower_priority_victim(req)
-                if victim is None:
-                    out.note("blocked", req, why, limit="blocks")
-                    return
-                self._preempt(victim, out, f"priority: {req.request_id} (priority {req.priority}) outranks it "
-                              f"(priority {victim.priority}) and needed its KV pages")
+            admitted = self._admit(req, out)
+            if admitted is None:
+                return
+            hit, n = admitted
             self.waiting.pop()
-            req.num_computed_tokens = req.prefill_start = computed
+            req.num_computed_tokens = req.prefill_start = len(hit) * self.config.block_size
             self._start_running(req)
             lost = req.peak_computed_tokens - req.num_computed_tokens
             if lost > 0:
-                made = f", {len(req.output_token_ids)} of them generated," if req.output_token_ids else ""
-                out.note("recompute_started", req, f"re-running the prefill over {lost} tokens{made} whose KV "
-                         "pages were dropped when it was preempted", tokens=lost)
-            out.note("admitted", req, self._admit_reason(req, len(hit), n),
+                out.note("recompute_started", req, reasons.recompute_started(req, lost), tokens=lost)
+            self._count_prefix_lookup(req)
+            table = self.blocks.block_table(req.request_id)
+            out.note("admitted", req, reasons.admitted(req, len(hit), n, len(table)),
                      prefix_hit_tokens=req.num_computed_tokens, query_tokens=req.num_tokens,
-                     resumed=req.num_preemptions > 0, blocks=list(self.blocks.block_table(req.request_id)))
-            out.add(req, n)
+                     resumed=req.num_preemptions > 0, blocks=list(table))
+            out.schedule(req, n)
 
-    # ---- rules ------------------------------------------------------------------------------
-
-    def _num_new_tokens(self, req: Request, budget: int, computed: int) -> int:
-        """How many of the request's uncomputed tokens fit this step (0: none may run).
-
-        A running request takes what the budget leaves, as in vLLM v1; only a waiting
-        prompt must fit whole when chunked prefill is off. The chunk cap applies only
-        while another request could use the budget: alone, nobody would be starved."""
-        remaining = req.num_tokens - computed
-        cap = self.config.long_prefill_token_threshold
-        if cap and self.config.enable_chunked_prefill and len(self.running) + len(self.waiting) > 1:
-            remaining = min(remaining, cap)
-        if not self.config.enable_chunked_prefill and req.status != RequestStatus.RUNNING and remaining > budget:
-            return 0
-        return min(remaining, budget)
-
-    def _has_seat(self, req: Request, out: SchedulerOutput) -> bool:
-        while len(self.running) >= self.config.max_num_seqs:
-            victim = self._lower_priority_victim(req)
+    def _admit(self, req: Request, out: SchedulerOutput) -> tuple[list[int], int] | None:
+        """Find req's cached prefix and pages for the rest of its chunk, preempting lower-priority
+        work where its engine allows: (the cached pages it reuses, its tokens this step), or None
+        (blocked; the event says why)."""
+        while True:
+            hit = self.blocks.find_prefix_hit(req)
+            n = self._chunk_size(req, out.budget_left, len(hit) * self.config.block_size)
+            if n == 0:
+                out.note("blocked", req, reasons.no_budget_for_prompt(
+                    req, self.config.max_num_batched_tokens, out.budget_left, self.config.enable_chunked_prefill),
+                    limit="token_budget")
+                return None
+            verdict = rules.admission(self.config, self.blocks, self.running, req, hit)
+            if verdict.fits and self.blocks.allocate(req, n, hit):  # the rule asked for at least this
+                return hit, n
+            victim = rules.lower_priority_victim(self.config, self.running, req)
             if victim is None:
-                out.note("blocked", req, f"sequence cap: {self.config.max_num_seqs} requests already run "
-                         "(max_num_seqs)", limit="seq_cap")
+                out.note("blocked", req, verdict.reason, limit="blocks")
+                return None
+            self._preempt(victim, out, reasons.outranked(req, victim, "KV pages"))
+
+    def _take_seat(self, req: Request, out: SchedulerOutput) -> bool:
+        """A place for req under the sequence cap: True if there is one, preempting lower-priority
+        work to make one where its engine allows; False (blocked, with its event) if not."""
+        while len(self.running) >= self.config.max_num_seqs:
+            victim = rules.lower_priority_victim(self.config, self.running, req)
+            if victim is None:
+                out.note("blocked", req, reasons.sequence_cap(self.config.max_num_seqs), limit="seq_cap")
                 return False
-            self._preempt(victim, out, f"priority: {req.request_id} (priority {req.priority}) outranks it "
-                          f"(priority {victim.priority}) and needed its seat")
+            self._preempt(victim, out, reasons.outranked(req, victim, "seat"))
         return True
 
-    def _pick_victim(self, candidates: list[Request]) -> tuple[Request, str]:
-        if self.config.victim_rule == "fewest_generated":
-            # SGLang's retract_decode: fewest output tokens, ties to the longest prompt.
-            victim = min(candidates, key=lambda r: (len(r.output_token_ids), -r.num_prompt_tokens, -r.arrival_index))
-            return victim, f"victim rule fewest_generated: {victim.request_id} has generated the least"
-        if self.config.scheduling_policy == "priority":
-            victim = max(candidates, key=lambda r: (r.priority, r.arrival_index))
-            return victim, f"victim rule priority: {victim.request_id} has the lowest priority, latest arrival"
-        victim = candidates[-1]
-        return victim, f"victim rule fcfs: {victim.request_id} was admitted last"
+    def _chunk_size(self, req: Request, budget: int, computed: int) -> int:
+        return rules.chunk_size(self.config, req, budget, computed, len(self.running) + len(self.waiting))
 
-    def _lower_priority_victim(self, req: Request) -> Request | None:
-        """vLLM v0 under the priority policy: a waiting request may evict strictly lower-priority work.
-        vLLM v1 never does; priority there only orders the queues and picks the victim."""
-        if self.config.scheduling_policy != "priority" or not self.config.preempt_on_admission:
-            return None
-        lower = [r for r in self.running if r.priority > req.priority]
-        return self._pick_victim(lower)[0] if lower else None
+    def _count_prefix_lookup(self, req: Request) -> None:
+        """vLLM's PrefixCacheStats: a preempted request finding its own pages again counts apart."""
+        kind = "preempted_prefix_cache" if req.num_preemptions > 0 else "prefix_cache"
+        self.counters[f"{kind}_queries"] += req.num_tokens
+        self.counters[f"{kind}_hits"] += req.num_computed_tokens
+
+    # ---- preemption ---------------------------------------------------------------------------
 
     def _preempt(self, victim: Request, out: SchedulerOutput, reason: str) -> None:
-        if victim.request_id in out.scheduled:  # already placed in this batch: give its tokens back
-            out.token_budget += out.scheduled.pop(victim.request_id)
+        out.unschedule(victim)
         self.running.remove(victim)
         victim.num_preemptions += 1
         out.preempted.append(victim)
+        self.counters["num_preemptions"] += 1
         num_pages = len(self.blocks.block_table(victim.request_id))
         if self.config.preemption_mode == "swap":
             pairs = self.blocks.swap_out(victim)
@@ -240,76 +231,17 @@ class Scheduler:
                 victim.status = RequestStatus.SWAPPED
                 self.swapped.append(victim)
                 out.swaps.append(("out", pairs))
+                self.counters["num_swapped_blocks"] += len(pairs)
                 out.note("preempted", victim, reason, mode="swap", blocks_freed=num_pages)
-                out.note("swapped_out", victim, f"{len(pairs)} KV pages copied to CPU memory; they come back "
-                         "when it resumes", blocks=[c for _, c in pairs])
+                out.note("swapped_out", victim, reasons.swapped_out(len(pairs)), blocks=[c for _, c in pairs])
                 return
-            reason += "; the CPU swap space is full, so it falls back to recompute"
+            reason += reasons.CPU_SWAP_FULL
         freed = self.blocks.free(victim)
         victim.num_computed_tokens = 0
         victim.status = RequestStatus.WAITING
         self.waiting.add_preempted(victim)
-        out.note("preempted", victim, reason + f"; its {num_pages} pages are dropped and will be recomputed",
-                 mode="recompute", blocks_freed=freed)
+        out.note("preempted", victim, reason + reasons.pages_dropped(num_pages), mode="recompute", blocks_freed=freed)
 
     def _start_running(self, req: Request) -> None:
         req.status = RequestStatus.RUNNING
         self.running.append(req)
-
-    def _admit_reason(self, req: Request, hit_blocks: int, n: int) -> str:
-        parts = [f"{n} of its {req.num_tokens - req.num_computed_tokens} uncomputed tokens fit the budget"]
-        if hit_blocks:
-            parts.append(f"prefix cache hit: {hit_blocks} pages ({req.num_computed_tokens} tokens) reused")
-        parts.append(f"{len(self.blocks.block_table(req.request_id))} KV pages now held")
-        return "; ".join(parts)
-
-    def _why_no_budget(self, req: Request, out: SchedulerOutput) -> str:
-        if self.config.enable_chunked_prefill:
-            return (f"token budget: all {self.config.max_num_batched_tokens} tokens of this step are taken by "
-                    "requests ahead of it")
-        return (f"token budget: its {req.num_tokens - req.num_computed_tokens} prompt tokens do not fit the "
-                f"{out.token_budget} left this step, and chunked prefill is off")
-
-    def _why_not_admitted(self, req: Request, hit: list[int]) -> str | None:
-        """The admission rule (admission_reserve) in words when the pool cannot take req now; None if it can."""
-        blocks, free = self.blocks, self.blocks.num_free_blocks
-        if blocks.contiguous:
-            need = blocks.blocks_needed(req.max_total_tokens)
-            run = blocks.largest_free_run()
-            if need <= run:
-                return None
-            if need <= free:
-                return (f"fragmentation: a contiguous reservation needs {need} adjacent pages; {free} are free "
-                        f"but the longest free run is {run}")
-            return f"KV pages: a contiguous reservation needs {need} pages for its whole possible length; {free} free"
-        rule = self.config.admission_reserve
-        if rule == "output_estimate":
-            return self._why_not_admitted_sglang(req, hit, free)
-        # vLLM: every page of its current sequence (not only this step's chunk) must be free.
-        need = blocks.pages_to_take(req, req.num_tokens - len(hit) * self.config.block_size, hit)
-        what = f"its whole {req.num_tokens}-token sequence"
-        if rule == "max_tokens":  # TensorRT-LLM GUARANTEED_NO_EVICT: everyone can reach max_tokens
-            need = blocks.pages_to_take(req, req.max_total_tokens - len(hit) * self.config.block_size, hit) + sum(
-                max(0, blocks.blocks_needed(r.max_total_tokens) - len(blocks.block_table(r.request_id)))
-                for r in self.running)
-            what = "it and every running request at max_tokens (GUARANTEED_NO_EVICT)"
-        reserve = self.config.watermark_blocks if self.running else 0
-        if need + reserve <= free:
-            return None
-        if need <= free:
-            return (f"watermark: taking {need} pages would leave fewer than the {reserve} pages kept free for "
-                    "running requests to grow")
-        return f"KV pages: {what} needs {need} free pages, only {free} free"
-
-    def _why_not_admitted_sglang(self, req: Request, hit: list[int], free: int) -> str | None:
-        """SGLang's PrefillAdder: the new prompt plus all its output, plus new_token_ratio of every running
-        request's remaining output, must fit in the free (and evictable) tokens, with a page to spare."""
-        bs = self.config.block_size
-        reserved = sum(SGLANG_NEW_TOKEN_RATIO * (r.sampling.max_tokens - len(r.output_token_ids))
-                       for r in self.running)
-        need = req.num_tokens - len(hit) * bs + req.sampling.max_tokens - len(req.output_token_ids) + bs
-        have = (free - sum(1 for b in hit if self.blocks.blocks[b].ref_count == 0)) * bs - reserved
-        if need < have:
-            return None
-        return (f"KV tokens: SGLang admits only if its {need} tokens (prompt, output to max_tokens and a page) fit "
-                f"the {have:.0f} left after reserving {SGLANG_NEW_TOKEN_RATIO} of running requests' remaining output")

@@ -9,23 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine import StepRecord
+from engine.clock import step_spans
 from engine.metrics import COUNTER_KEYS, GAUGE_KEYS, Slo, aggregate_metrics, request_metrics
 from engine.request import FinishReason, id_order
-
-
-def step_clock(records: list[StepRecord]) -> list[tuple[float, float]]:
-    """Each step's (start, end) on the engine clock in ms: the modeled clock where the steps were
-    priced on a deployment, else the running sum of step wall times, summed in the engine's own
-    order so the values equal its clock_ms exactly."""
-    spans, clock = [], 0.0
-    for rec in records:
-        if rec.modeled is not None:
-            spans.append((rec.modeled.clock_ms - rec.modeled.total_ms, rec.modeled.clock_ms))
-            continue
-        start = clock
-        clock += rec.timings.total_ms
-        spans.append((start, clock))
-    return spans
 
 
 @dataclass
@@ -65,7 +51,7 @@ def _timelines(records: list[StepRecord]) -> list[_Timeline]:
         if rec.step != i:
             raise ValueError(f"metrics need the whole run from step 0; record {i} is step {rec.step}")
     seen: dict[str, _Timeline] = {}
-    for rec, (start, end) in zip(records, step_clock(records), strict=True):
+    for rec, (start, end) in zip(records, step_spans(records), strict=True):
         for rid, view in rec.requests.items():
             t = seen.setdefault(rid, _Timeline(rid, view.arrival_step, view.num_prompt_tokens))
             t.num_preemptions = view.num_preemptions
@@ -89,7 +75,7 @@ def run_metrics(records: list[StepRecord], slo: Slo | None = None) -> dict:
     record is absent), plus what only the step history shows: peak KV usage and
     throughput per step. kv_cache_usage_perc is the records' rounded value."""
     per_request = [request_metrics(t) for t in _timelines(records)]  # duck-typed: a _Timeline reads as a Request
-    clock_ms = step_clock(records)[-1][1] if records else 0.0
+    clock_ms = step_spans(records)[-1][1] if records else 0.0
 
     def final(name: str) -> float:  # a gauge or counter after the last step (all 0 before the first)
         return getattr(records[-1].stats, name) if records else 0

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from engine import EngineConfig, StepRecord
+from engine.clock import step_spans
 from engine.records import ScheduledChunk
-from lab.metrics import step_clock
 
 # With no wall times in the records (all zero), each step is drawn as this many µs, so the
 # timeline's "1 ms" reads as "1 step".
@@ -45,7 +45,7 @@ def chrome_trace(records: list[StepRecord], config: EngineConfig | None = None, 
     if clock not in ("auto", "ms", "steps"):
         raise ValueError(f"clock must be 'auto', 'ms' or 'steps'; got {clock!r}")
     use_ms = clock == "ms" or (clock == "auto" and any(r.timings.total_ms > 0 for r in records))
-    spans = ([(a * 1000, b * 1000) for a, b in step_clock(records)] if use_ms
+    spans = ([(a * 1000, b * 1000) for a, b in step_spans(records)] if use_ms
              else [(r.step * STEP_US, (r.step + 1) * STEP_US) for r in records])
 
     tids: dict[str, int] = {}

@@ -12,6 +12,7 @@ from engine import DEFAULT_MODEL, Engine, EngineConfig, LoadedModel, load_model
 from engine.load import TraceSpec
 from engine.metrics import LATENCY_KEYS, METRICS, SUMMARY_STATS
 from engine.records import EVENT_KINDS
+from engine.request import request_id
 from engine.workload import FIELDS, PRESETS, GeneratorSpec, WorkloadError, WorkloadItem, WorkloadSource, submit
 from lab.budgets import engine_for
 from lab.lessons.challenge import ChallengeResult, ChallengeSpec, Target, score_challenge
@@ -321,7 +322,7 @@ def _parse_requests(t: _Table, lesson_id: str) -> tuple[WorkloadSource, list[str
     number = lesson_id.split("_", 1)[0]
     source = WorkloadSource(requests=tuple(items), name=f"lesson {int(number) if number.isdigit() else lesson_id}'s "
                             "workload")
-    return source, [f"r{i}" for i in range(len(items))]
+    return source, [request_id(i) for i in range(len(items))]
 
 
 def _parse_checkpoint(t: _Table, variants: tuple[str, ...], request_ids: list[str] | None,

@@ -15,6 +15,7 @@ import streamlit as st
 
 from engine.metrics import Slo
 from engine.records import StepRecord
+from engine.request import request_id
 from lab.charts import blocks, budget, motion, queues, replay, roofline, timeline, window
 from lab.charts.history import latest_views, oldest_waiting
 from lab.metrics import run_metrics
@@ -180,8 +181,9 @@ def intro(run: History) -> None:
     items = run.items()
     tokens = run.prompt_tokens()
     # The numbers a first question asks about come first, so a narrow column beside a lesson still shows them.
-    st.dataframe(pd.DataFrame([dict(request=f"r{i}", prompt_tokens=tokens.get(f"r{i}"), max_tokens=it.max_tokens,
-                                    arrives_at_step=it.arrival_step, priority=it.priority, prompt=it.prompt[:80])
+    st.dataframe(pd.DataFrame([dict(request=request_id(i), prompt_tokens=tokens.get(request_id(i)),
+                                    max_tokens=it.max_tokens, arrives_at_step=it.arrival_step, priority=it.priority,
+                                    prompt=it.prompt[:80])
                                for i, it in enumerate(items)]),
                  hide_index=True, key="intro_workload", column_config={
                      "request": st.column_config.TextColumn(width="small"),
