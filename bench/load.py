@@ -11,8 +11,8 @@ import time
 
 from bench.common import median, parse, parser, print_table, write_results
 from engine import DEFAULT_MODEL, Engine, EngineConfig, load_model
-from engine.load import TraceSpec
 from engine.workload import submit
+from engine.workload.load import TraceSpec
 
 DEPLOYMENT = "llama-3.1-8b@h100-sxm"
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from bench.common import median, parse, parser, percentile, print_table, write_results
 from engine.block_manager import BlockManager
 from engine.config import EngineConfig, SamplingParams
+from engine.kv.block_map import BlockMap
 from engine.request import FinishReason, Request, request_id
 from engine.scheduler import Scheduler
 
@@ -107,11 +108,12 @@ def snapshot_cost(loop: StubLoop, calls: int) -> dict:
     def text_of(ids: list[int]) -> str:
         return "".join(text[i] for i in ids)
 
-    loop.blocks.snapshot(loop.requests, text_of)  # first call decodes every page; later ones only filling pages
+    block_map = BlockMap(loop.blocks)
+    block_map.snapshot(loop.requests, text_of)  # first call decodes every page; later ones only filling pages
     times = []
     for _ in range(calls):
         t0 = time.perf_counter()
-        shown = loop.blocks.snapshot(loop.requests, text_of)
+        shown = block_map.snapshot(loop.requests, text_of)
         times.append((time.perf_counter() - t0) * 1e6)
     return {"blocks": loop.blocks.num_gpu_blocks, "pages_shown": len(shown), "us_p50": median(times),
             "us_per_page_shown": median(times) / max(1, len(shown))}
@@ -123,7 +125,7 @@ def accounting_cost(loop: StubLoop, calls: int) -> dict:
     t0 = time.perf_counter()
     for _ in range(calls):
         b.num_free_blocks, b.num_cached_free_blocks, b.num_cpu_used, b.usage()
-    return {"blocks": b.num_gpu_blocks, "cached_pages": len(b.cached),
+    return {"blocks": b.num_gpu_blocks, "cached_pages": len(b.prefix.cached),
             "us_per_call": (time.perf_counter() - t0) * 1e6 / calls}
 
 

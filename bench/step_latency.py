@@ -34,7 +34,7 @@ PAGE = ("queues", "budget", "blocks", "timeline")
 MAX_STEPS = 300  # a lesson run longer than this is cut off (none is, today)
 
 try:
-    from lab.charts import blocks, budget, queues, replay, timeline
+    from lab.charts.registry import FIGURE, Frame, figures_at
     from lab.lessons import load_lessons
     from lab.run import Run
 except ImportError as exc:  # the lab is being built alongside the engine
@@ -42,28 +42,16 @@ except ImportError as exc:  # the lab is being built alongside the engine
         from exc
 
 
-def step_figures(records: list, num_steps: int) -> dict[str, Callable[[], object]]:
-    """Every figure the lab can draw for the last of `records`: name -> builder."""
-    record, previous = records[-1], records[-2] if len(records) > 1 else None
-    return {
-        "queues": lambda: queues.figure(records),
-        "budget": lambda: budget.figure(record),
-        "blocks": lambda: blocks.figure(record, previous),
-        "timeline": lambda: timeline.requests_figure(records, num_steps),
-        "metrics": lambda: timeline.metrics_figure(records, num_steps),
-        "latency": lambda: timeline.latency_figure(records),
-    }
-
-
 def draw(records: list, num_steps: int, serialize: bool, names: tuple[str, ...] | None = None) -> dict[str, float]:
     """Build each figure named (default: all), and if asked turn it into the JSON the browser
     receives; returns ms per figure."""
     out = {}
-    for name, build in step_figures(records, num_steps).items():
-        if names is not None and name not in names:
+    frame = Frame(records, num_steps)
+    for name, figure in figures_at(frame).items():
+        if (names is not None and name not in names) or (names is None and not figure.exported):
             continue
         t0 = time.perf_counter()
-        fig = build()
+        fig = figure.build(frame)
         if serialize:
             pio.to_json(fig, validate=False)
         out[name] = (time.perf_counter() - t0) * 1000
@@ -92,7 +80,7 @@ def bench_lesson(lesson, model: str, max_steps: int, scrubs: int, depths: list[i
         for name, value in figs.items():
             per_figure.setdefault(name, []).append(value)
     num_steps = len(run.records)
-    replay_ms = ms(lambda: replay.figure(run.records))
+    replay_ms = ms(lambda: FIGURE["replay"].build(Frame(run.records, len(run.records))))
 
     rng = random.Random(0)
     scrub_ms = []

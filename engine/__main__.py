@@ -20,11 +20,11 @@ from tqdm import tqdm
 from engine.config import EngineConfig
 from engine.engine import Engine
 from engine.knobs import KNOB, KNOBS
-from engine.load import DEFAULT_SCALE, TRACES, RateSpec, TraceSpec
 from engine.metrics import METRICS, serving_metrics
 from engine.presets import PRESET_RULES, PRESET_SOURCES
 from engine.values import parse
-from engine.workload import PRESETS, WorkloadError, WorkloadItem, format_of, parse_workload, submit
+from engine.workload import FIELDS, PRESETS, WorkloadError, WorkloadItem, format_of, parse_workload, submit
+from engine.workload.load import DEFAULT_SCALE, TRACES, RateSpec, TraceSpec
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "and print each request's outcome and the run's latency and memory metrics.",
                      epilog=_presets_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("workload", nargs="?", type=Path, help="workload file: .jsonl (one JSON object per line) "
-                        "or .csv (header row: prompt,max_tokens,priority,arrival_step,temperature,ignore_eos)")
+                        f"or .csv (header row naming columns of {','.join(FIELDS)}; only prompt is required)")
     parser.add_argument("--preset", choices=sorted(PRESETS), help="run a built-in workload instead of a file")
     load = parser.add_argument_group("load in time", "a real trace or requests at a rate, arriving by time "
                                      "(needs --deployment: arrivals sit on its modeled clock)")

@@ -68,7 +68,7 @@ class Engine:
         self._pending_ms: list[tuple[float, int, Request]] = []
         self._events: list[Event] = []  # said between steps, reported with the next one
         self.modeled_steps: list[tuple[float, float, float]] = []  # (ms, mfu, mbu) of each priced step
-        self.recorder = Recorder()
+        self.recorder = Recorder(self.blocks)
 
     # ---- requests ---------------------------------------------------------------------------
 

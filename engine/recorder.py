@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from engine.block_manager import BlockManager
+from engine.kv.block_map import BlockMap
 from engine.records import (
     Budget,
     Event,
@@ -27,16 +29,19 @@ if TYPE_CHECKING:
 
 
 class Recorder:
-    def __init__(self) -> None:
+    def __init__(self, blocks: BlockManager) -> None:
         self._unchanged = Unchanged()
+        self.block_map = BlockMap(blocks)
 
     def record(self, eng: Engine, chunks: list[ScheduledChunk], events: list[Event], timings: StepTimings,
                modeled: ModeledCost | None) -> StepRecord:
-        sched, blocks = eng.scheduler, eng.blocks
+        sched = eng.scheduler
         finished = [e.request_id for e in events if e.kind in ("finished", "rejected")]
         shown = [r.request_id for r in (*sched.waiting, *sched.running, *sched.swapped)] + finished
         # Keys no request id can collide with: ("queue", name), ("card", id), (device, block id).
-        pages = {(p.device, p.block_id): p for p in blocks.snapshot(eng.requests, eng.loaded.text_of)}
+        pages = {(p.device, p.block_id): p for p in self.block_map.snapshot(eng.requests, eng.loaded.text_of)}
+        for rid in finished:  # gone from the pool: their pages' texts will not be drawn again
+            self.block_map.forget(rid)
         kept = self._unchanged({
             **{("queue", name): [r.request_id for r in queue]
                for name, queue in (("waiting", sched.waiting), ("running", sched.running), ("swapped", sched.swapped))},
@@ -79,7 +84,6 @@ def view(eng: Engine, req: Request) -> RequestView:
         arrival_step=req.arrival_step, num_prompt_tokens=req.num_prompt_tokens,
         num_output_tokens=len(req.output_token_ids), num_computed_tokens=req.num_computed_tokens,
         max_tokens=req.sampling.max_tokens, num_preemptions=req.num_preemptions,
-        num_blocks=len(eng.blocks.block_table(req.request_id)) or
-        len(eng.blocks.cpu_req_blocks.get(req.request_id, [])),
+        num_blocks=eng.blocks.num_held(req.request_id),
         finish_reason=req.finish_reason.value if req.finish_reason else None, output_text=req.output_text,
         arrival_ms=req.arrival_ms if eng.deployment is not None else None)

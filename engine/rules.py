@@ -132,7 +132,7 @@ def _sglang(config: EngineConfig, blocks: BlockManager, running: list[Request], 
     bs = config.block_size
     reserved = sum(SGLANG_NEW_TOKEN_RATIO * (r.sampling.max_tokens - len(r.output_token_ids)) for r in running)
     need = req.num_tokens - len(hit) * bs + req.sampling.max_tokens - len(req.output_token_ids) + bs
-    have = (blocks.num_free_blocks - sum(1 for b in hit if blocks.blocks[b].ref_count == 0)) * bs - reserved
+    have = (blocks.num_free_blocks - sum(1 for b in hit if blocks.ref_count(b) == 0)) * bs - reserved
     if need < have:
         return ADMIT
     return Admission(False, f"KV tokens: SGLang admits only if its {need} tokens (prompt, output to max_tokens and "

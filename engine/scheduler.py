@@ -138,7 +138,7 @@ class Scheduler:
                 return
             extra = 0 if self.blocks.contiguous else max(
                 0, self.blocks.blocks_needed(req.num_computed_tokens + n) -
-                len(self.blocks.cpu_req_blocks[req.request_id]))
+                len(self.blocks.swap.tables[req.request_id]))
             pairs = self.blocks.swap_in(req, reserve=extra)
             if pairs is None:
                 out.note("blocked", req, reasons.no_pages_to_swap_in(), limit="blocks")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from lab.charts import blocks, budget, queues, timeline
+from lab.charts.registry import Frame, figures_at
 from lab.export.page import figures_html
 from lab.export.runfile import RUN_FORMAT, RUN_FORMAT_VERSION, SavedRun, dump_run, load_run, saved_run
 from lab.export.table import CSV_COLUMNS, metrics_csv
@@ -29,17 +29,13 @@ __all__ = ["CSV_COLUMNS", "RUN_FORMAT", "RUN_FORMAT_VERSION", "STEP_US", "SavedR
 
 
 def step_figures(run) -> dict[str, object]:
-    """The live views' figures at the step on screen (run: lab.run.History), each under the title
-    the lab gives it, for the HTML export."""
+    """The step on screen's figures (run: lab.run.History), each under the heading the lab gives
+    it (lab/charts/registry.py), for the HTML export."""
     records = run.records[:run.cursor + 1]
     if not records:
         return {}
-    record, previous = records[-1], records[-2] if len(records) > 1 else None
-    return {"Queues after this step": queues.figure(records),
-            "This step's forward pass: the token budget": budget.figure(record),
-            "KV block map": blocks.figure(record, previous),
-            "Requests over time": timeline.requests_figure(records, len(run.records)),
-            "Queues, pages and step size over time": timeline.metrics_figure(records, len(run.records))}
+    frame = Frame(records, len(run.records))
+    return {f.heading(frame): f.build(frame) for f in figures_at(frame, exported_only=True).values()}
 
 
 def downloads(run) -> list[tuple[str, str, Callable[[], str], str, str]]:

@@ -29,20 +29,8 @@ stands in for it, and without either, loading says so.
 """
 
 from lab.lessons.challenge import ChallengeResult, ChallengeSpec, Target, TargetResult, score_challenge
-from lab.lessons.loader import (
-    LESSONS_DIR,
-    Lesson,
-    LessonError,
-    Section,
-    Variant,
-    Watch,
-    load_glossary,
-    load_lesson,
-    load_lessons,
-    play_challenge,
-    read_sections,
-    start_engine,
-)
+from lab.lessons.loader import LESSONS_DIR, load_glossary, load_lesson, load_lessons, read_sections
+from lab.lessons.model import Lesson, LessonError, Section, Variant, Watch, play_challenge, start_engine
 from lab.lessons.progress import LessonProgress
 from lab.lessons.rules import (
     BASE,

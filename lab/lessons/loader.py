@@ -4,185 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from engine import DEFAULT_MODEL, Engine, EngineConfig, LoadedModel, load_model
-from engine.load import TraceSpec
+from engine import EngineConfig
 from engine.metrics import LATENCY_KEYS, METRICS, SUMMARY_STATS
 from engine.records import EVENT_KINDS
 from engine.request import request_id
-from engine.workload import FIELDS, PRESETS, GeneratorSpec, WorkloadError, WorkloadItem, WorkloadSource, submit
-from lab.budgets import engine_for
-from lab.lessons.challenge import ChallengeResult, ChallengeSpec, Target, score_challenge
+from engine.workload import FIELDS, PRESETS, GeneratorSpec, WorkloadError, WorkloadItem, WorkloadSource
+from engine.workload.load import TraceSpec
+from lab.lessons.challenge import ChallengeSpec, Target
 from lab.lessons.knee import KneeQuestion
+from lab.lessons.model import Lesson, LessonError, Section, Variant, Watch
 from lab.lessons.rules import BASE, RULES, Checkpoint, Rule
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    try:
-        import tomli as tomllib
-    except ModuleNotFoundError:
-        tomllib = None
+from lab.lessons.toml_table import Table, read_toml
 
 LESSONS_DIR = Path(__file__).resolve().parents[2] / "lessons"
-
-
-class LessonError(ValueError):
-    """A lesson file is malformed; the message names the file and the field."""
-
-
-@dataclass(frozen=True)
-class Section:
-    title: str  # '' for the text before the first heading
-    body: str  # Markdown
-
-
-@dataclass(frozen=True)
-class Variant:
-    """A named change of knobs to compare against the base run on the same workload."""
-
-    name: str
-    label: str
-    config: dict
-
-
-@dataclass(frozen=True)
-class Watch:
-    """What to look at while the run is between two steps (inclusive)."""
-
-    from_step: int
-    to_step: int
-    text: str
-    variant: str | None = None  # None: every variant
-
-
-@dataclass(frozen=True)
-class Lesson:
-    """One lesson: its text, the scenario it runs, and the questions it asks along the way."""
-
-    id: str  # the file stem, e.g. "04_kv_cache_full"; file names order the lessons
-    title: str
-    sections: tuple[Section, ...]
-    config: dict  # EngineConfig keyword arguments (never the model: lessons are written for the default one)
-    workload: WorkloadSource  # a preset, a generator, or the lesson's own list of requests
-    seed: int
-    start_step: int  # the app runs steps before this one without stopping
-    checkpoints: tuple[Checkpoint, ...]
-    watch: tuple[Watch, ...] = ()
-    variants: tuple[Variant, ...] = ()
-    challenge: ChallengeSpec | None = None
-    knee: KneeQuestion | None = None  # a prediction graded on a rate sweep of the lesson's trace
-    minutes: int = 10  # about how long it takes, for the learning path
-    needs: tuple[int, ...] = ()  # the numbers of the lessons it builds on
-
-    @property
-    def number(self) -> int:
-        """The NN of NN_slug (load_lessons reads only such files)."""
-        return int(self.id.split("_", 1)[0])
-
-    @property
-    def variant_names(self) -> tuple[str, ...]:
-        return (BASE, *(v.name for v in self.variants))
-
-    def engine_config(self, variant: str = BASE, model: str = DEFAULT_MODEL, **changes) -> EngineConfig:
-        """The lesson's knobs, the variant's on top, then any of the student's changes."""
-        overrides = {} if variant == BASE else self._variant(variant).config
-        return EngineConfig.from_dict({**self.config, **overrides, "seed": self.seed, "model": model, **changes})
-
-    def checkpoints_for(self, variant: str = BASE) -> list[Checkpoint]:
-        return [c for c in self.checkpoints if c.variant == variant]
-
-    def watch_at(self, step: int, variant: str = BASE) -> list[str]:
-        return [w.text for w in self.watch
-                if w.from_step <= step <= w.to_step and w.variant in (None, variant)]
-
-    def _variant(self, name: str) -> Variant:
-        for v in self.variants:
-            if v.name == name:
-                return v
-        raise ValueError(f"lesson {self.id!r} has no variant {name!r}; it has {', '.join(self.variant_names)}")
-
-
-def start_engine(lesson: Lesson, variant: str = BASE, loaded: LoadedModel | None = None, **changes) -> Engine:
-    """A fresh engine with the lesson's workload submitted, before step 0."""
-    config = lesson.engine_config(variant, model=loaded.name if loaded else DEFAULT_MODEL, **changes)
-    engine = engine_for(config, loaded or load_model(config.model, config.device, config.dtype))
-    submit(engine, lesson.workload.items())
-    return engine
-
-
-MAX_CHALLENGE_STEPS = 20_000  # far past any challenge's end: a setting that never finishes is scored unfinished
-
-
-def play_challenge(lesson: Lesson, knobs: dict, loaded: LoadedModel | None = None) -> ChallengeResult:
-    """One attempt: the challenge's scenario (its own workload and knobs, or the lesson's) with the
-    student's knobs, in a fresh engine run to the end, scored. Raises ValueError for knobs that cannot run."""
-    spec = lesson.challenge
-    if spec is None:
-        raise ValueError(f"lesson {lesson.id!r} has no challenge")
-    model = loaded.name if loaded else DEFAULT_MODEL
-    config = lesson.engine_config(model=model, **{**spec.config, **knobs})
-    engine = engine_for(config, loaded or load_model(config.model, config.device, config.dtype))
-    submit(engine, (spec.workload or lesson.workload).items())
-    engine.run(MAX_CHALLENGE_STEPS)
-    return score_challenge(spec, engine.metrics(), knobs)
-
-
-# ---- loading -----------------------------------------------------------------------------------
-
-_REQUIRED = object()
-_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", dict: "a table",
-               list: "an array"}
-
-
-@dataclass
-class _Table:
-    """One TOML table being read; every complaint names the file and the dotted field."""
-
-    file: str
-    data: dict
-    path: str = ""
-    seen: set[str] = field(default_factory=set)
-
-    def name(self, key: str) -> str:
-        return f"{self.path}.{key}" if self.path else key
-
-    def error(self, key: str, problem: str) -> LessonError:
-        return LessonError(f"{self.file}: field '{self.name(key)}': {problem}")
-
-    def get(self, key: str, kind: type | tuple[type, ...], default: Any = _REQUIRED) -> Any:
-        self.seen.add(key)
-        if key not in self.data:
-            if default is _REQUIRED:
-                raise self.error(key, "is required")
-            return default
-        value = self.data[key]
-        kinds = kind if isinstance(kind, tuple) else (kind,)
-        # TOML true is a Python int too; only accept it where a bool is asked for.
-        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            wanted = " or ".join(_TYPE_NAMES[k] for k in kinds)
-            raise self.error(key, f"must be {wanted}; got {value!r}")
-        return value
-
-    def table(self, key: str, default: Any = _REQUIRED) -> _Table | None:
-        value = self.get(key, dict, default)
-        return None if value is None else _Table(self.file, value, self.name(key))
-
-    def tables(self, key: str) -> list[_Table]:
-        items = self.get(key, list, [])
-        for i, item in enumerate(items):
-            if not isinstance(item, dict):
-                raise self.error(f"{key}[{i}]", f"must be a table; got {item!r}")
-        return [_Table(self.file, item, self.name(f"{key}[{i}]")) for i, item in enumerate(items)]
-
-    def done(self) -> None:
-        unknown = sorted(set(self.data) - self.seen)
-        if unknown:
-            raise self.error(unknown[0], "is not a known field" + (f" (known: {', '.join(sorted(self.seen))})"
-                                                                   if self.seen else ""))
 
 
 def load_lessons(directory: Path = LESSONS_DIR) -> list[Lesson]:
@@ -199,24 +35,13 @@ def load_lessons(directory: Path = LESSONS_DIR) -> list[Lesson]:
     return lessons
 
 
-def read_toml(toml_path: Path) -> dict:
-    """A lessons/ TOML file's contents; LessonError naming the file if it cannot be read."""
-    file = f"{toml_path.parent.name}/{toml_path.name}"
-    if tomllib is None:
-        raise LessonError(f"{file}: reading lessons needs Python 3.11+ (tomllib) or the 'tomli' package")
-    try:
-        return tomllib.loads(toml_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise LessonError(f"{file}: cannot be read: {exc}") from None
-
-
 def load_lesson(toml_path: Path) -> Lesson:
     file = f"{toml_path.parent.name}/{toml_path.name}"
     data = read_toml(toml_path)
     md_path = toml_path.with_suffix(".md")
     if not md_path.exists():
         raise LessonError(f"{file}: its text {md_path.name} is missing")
-    return _parse_lesson(_Table(file, data), toml_path.stem, read_sections(md_path))
+    return _parse_lesson(Table(file, data), toml_path.stem, read_sections(md_path))
 
 
 def load_glossary(directory: Path = LESSONS_DIR) -> list[Section]:
@@ -237,7 +62,7 @@ def read_sections(path: Path) -> list[Section]:
     return sections
 
 
-def _parse_lesson(t: _Table, lesson_id: str, sections: list[Section]) -> Lesson:
+def _parse_lesson(t: Table, lesson_id: str, sections: list[Section]) -> Lesson:
     title = t.get("title", str)
     minutes = t.get("minutes", int, 10)
     needs = t.get("needs", list, [])
@@ -269,7 +94,7 @@ def _parse_lesson(t: _Table, lesson_id: str, sections: list[Section]) -> Lesson:
                   variants, challenge, knee, minutes, tuple(needs))
 
 
-def _parse_variant(t: _Table, base: dict) -> Variant:
+def _parse_variant(t: Table, base: dict) -> Variant:
     variant = Variant(t.get("name", str), t.get("label", str), t.get("config", dict))
     try:
         EngineConfig.from_dict({**base, **variant.config})
@@ -279,7 +104,7 @@ def _parse_variant(t: _Table, base: dict) -> Variant:
     return variant
 
 
-def _parse_workload(t: _Table, lesson_id: str) -> tuple[WorkloadSource, list[str] | None]:
+def _parse_workload(t: Table, lesson_id: str) -> tuple[WorkloadSource, list[str] | None]:
     """Exactly one of: [[requests]], preset = "name", [generator], [trace]. Returns it and, if known,
     the request ids."""
     given = [k for k in ("requests", "preset", "generator", "trace") if k in t.data]
@@ -297,7 +122,7 @@ def _parse_workload(t: _Table, lesson_id: str) -> tuple[WorkloadSource, list[str
     return _parse_requests(t, lesson_id)
 
 
-def _spec(t: _Table, key: str, kind: type):
+def _spec(t: Table, key: str, kind: type):
     """A table of a spec's fields ([generator], [trace]), built and checked by the spec itself."""
     try:
         return kind(**t.table(key).data)
@@ -305,7 +130,7 @@ def _spec(t: _Table, key: str, kind: type):
         raise t.error(key, str(exc)) from None
 
 
-def _parse_requests(t: _Table, lesson_id: str) -> tuple[WorkloadSource, list[str]]:
+def _parse_requests(t: Table, lesson_id: str) -> tuple[WorkloadSource, list[str]]:
     """The lesson's own [[requests]], with the ids the engine will give them (r0, r1, ...)."""
     items = []
     for r in t.tables("requests"):
@@ -325,7 +150,7 @@ def _parse_requests(t: _Table, lesson_id: str) -> tuple[WorkloadSource, list[str
     return source, [request_id(i) for i in range(len(items))]
 
 
-def _parse_checkpoint(t: _Table, variants: tuple[str, ...], request_ids: list[str] | None,
+def _parse_checkpoint(t: Table, variants: tuple[str, ...], request_ids: list[str] | None,
                       start_step: int) -> Checkpoint:
     cid = t.get("id", str)
     at_step = t.get("at_step", int)
@@ -345,7 +170,7 @@ def _parse_checkpoint(t: _Table, variants: tuple[str, ...], request_ids: list[st
     return checkpoint
 
 
-def _parse_rule(r: _Table, request_ids: list[str] | None) -> Rule:
+def _parse_rule(r: Table, request_ids: list[str] | None) -> Rule:
     """A checkpoint's rule: a known kind, with exactly the request or event it needs."""
     kind = r.get("kind", str)
     if kind not in RULES:
@@ -366,7 +191,7 @@ def _parse_rule(r: _Table, request_ids: list[str] | None) -> Rule:
     return Rule(kind, request, event)
 
 
-def _parse_options(t: _Table, rule: Rule, request_ids: list[str] | None) -> tuple[str, ...]:
+def _parse_options(t: Table, rule: Rule, request_ids: list[str] | None) -> tuple[str, ...]:
     """What the student picks from: request ids (the workload's, by default), or the choices."""
     answer = rule.spec.answer
     options = tuple(str(o) for o in t.get("options", list, []))
@@ -381,7 +206,7 @@ def _parse_options(t: _Table, rule: Rule, request_ids: list[str] | None) -> tupl
     return options
 
 
-def _parse_watch(t: _Table, variants: tuple[str, ...]) -> Watch:
+def _parse_watch(t: Table, variants: tuple[str, ...]) -> Watch:
     steps = t.get("steps", list)
     if len(steps) != 2 or not all(isinstance(s, int) and not isinstance(s, bool) for s in steps) or \
             steps[0] > steps[1]:
@@ -394,7 +219,7 @@ def _parse_watch(t: _Table, variants: tuple[str, ...]) -> Watch:
     return watch
 
 
-def _parse_challenge(t: _Table, lesson_config: dict) -> ChallengeSpec:
+def _parse_challenge(t: Table, lesson_config: dict) -> ChallengeSpec:
     knobs = tuple(t.get("knobs", list))
     known = {f.name for f in dataclasses.fields(EngineConfig)}
     for knob in knobs:
@@ -416,7 +241,7 @@ def _parse_challenge(t: _Table, lesson_config: dict) -> ChallengeSpec:
     return ChallengeSpec(tuple(targets), knobs, config, workload, score)
 
 
-def _parse_knee(t: _Table, workload: WorkloadSource, config: dict) -> KneeQuestion:
+def _parse_knee(t: Table, workload: WorkloadSource, config: dict) -> KneeQuestion:
     if workload.load is None:
         raise t.error("rates", "a knee question sweeps the arrival rate: the lesson's workload must be a [trace]")
     if config.get("slo_ttft_ms") is None and config.get("slo_tpot_ms") is None:
@@ -434,7 +259,7 @@ def _parse_knee(t: _Table, workload: WorkloadSource, config: dict) -> KneeQuesti
     return knee
 
 
-def _parse_target(t: _Table) -> Target:
+def _parse_target(t: Table) -> Target:
     """metric = "ttft_steps" with stat = "p95", or a single-number metric such as "goodput"; max, min or both."""
     metric, stat = t.get("metric", str), t.get("stat", str, None)
     if metric in LATENCY_KEYS and stat is None:

@@ -14,7 +14,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.lessons.loader import LESSONS_DIR, LessonError, read_toml
+from lab.lessons.loader import LESSONS_DIR
+from lab.lessons.model import LessonError
+from lab.lessons.toml_table import read_toml
 
 GLOSSARY_PAGE = "glossary"  # the page's url_path (app.py)
 

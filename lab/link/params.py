@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from engine import EngineConfig
 from engine.knobs import KNOB, LINK_KNOBS, LIVE_KNOBS
 from engine.limits import MAX_STEPS
-from engine.load import LengthDist, RateSpec, TraceSpec
 from engine.values import parse, parse_float, spell
 from engine.workload import PRESETS, GeneratorSpec, WorkloadItem, WorkloadSource
+from engine.workload.item import ITEM_TYPES
+from engine.workload.load import LengthDist, RateSpec, TraceSpec
 from lab.link.scenario import KNOB_PREFIX, LINK_LIST, Scenario
 
 REQUEST_PREFIX = "req."
@@ -37,7 +38,6 @@ GENERATOR_PARAMS = {"seed": "seed", "num_requests": "gen.requests", "arrival_rat
 _LESSON_ID = re.compile(r"[\w.-]{1,64}")
 _LIVE_KNOB_KEY = re.compile(r"at(\d{1,9})\.(\w+)")
 _REQUEST_KEY = re.compile(re.escape(REQUEST_PREFIX) + r"(\d{1,9})(?:\.(\w+))?")
-_ITEM_TYPES = typing.get_type_hints(WorkloadItem)
 _ITEM_DEFAULTS = {f.name: f.default for f in dataclasses.fields(WorkloadItem) if f.name != "prompt"}
 _SPEC_TYPES = typing.get_type_hints(GeneratorSpec)
 _SPEC_DEFAULTS = GeneratorSpec()
@@ -293,7 +293,7 @@ class RequestParams:
             if name not in _ITEM_DEFAULTS:
                 r.warn(key, f"unknown request field {name!r} (fields: {', '.join(_ITEM_DEFAULTS)})")
                 continue
-            ok, value = r.value(key, _ITEM_TYPES[name], lambda v, name=name: WorkloadItem("x", **{name: v}))
+            ok, value = r.value(key, ITEM_TYPES[name], lambda v, name=name: WorkloadItem("x", **{name: v}))
             if ok:
                 values[name] = value
         try:

@@ -8,7 +8,7 @@ import streamlit as st
 from lab.lessons import LessonError, load_glossary
 from lab.lessons.terms import load_terms
 from ui.draw import prose
-from ui.pages import lesson_panel
+from ui.pages import lesson as lesson_panel
 from ui.session import lessons as all_lessons
 from ui.session import readable_lessons, session
 

@@ -14,7 +14,6 @@ import streamlit as st
 
 from engine.hardware import SUGGESTED
 from engine.limits import MAX_STEPS
-from engine.load import DEFAULT_SCALE, TRACES, RateSpec, TraceSpec
 from engine.workload import (
     PRESETS,
     GeneratorSpec,
@@ -24,6 +23,7 @@ from engine.workload import (
     format_of,
     parse_workload,
 )
+from engine.workload.load import DEFAULT_SCALE, TRACES, RateSpec, TraceSpec
 from lab.budgets import UPLOAD_BYTES
 from ui.session import exclusive, session
 

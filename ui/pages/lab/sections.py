@@ -1,0 +1,194 @@
+"""The lab page's sections, each drawn from the run's StepRecords: the scrubber, the header, why,
+the event log, the generated text, the first screen and the SLO line."""
+
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+import streamlit as st
+
+from engine.metrics import Slo
+from engine.records import StepRecord
+from engine.request import request_id
+from lab.charts import window
+from lab.charts.history import latest_views, oldest_waiting
+from lab.metrics import run_metrics
+from lab.run import History
+from ui.draw import EVENT_TONES, chip, prose
+from ui.session import exclusive, session
+
+
+def scrubber_key(num_steps: int, keys_applied: int) -> str:
+    """A new slider for each length of the history and each key press applied. A step or a Back
+    taken while a redraw is cut short (fast key presses do it) leaves the page holding the
+    slider's old position, which Streamlit then reports as a move; under one key it took the run
+    back to where it was (four fast ← from step 4 ended at 1 to 3, two runs in six). Now a report
+    from a slider drawn before the latest step or press is known stale and ignored; the slider's
+    own moves keep its key, so it keeps the keyboard focus while you scrub."""
+    return f"scrubber_{num_steps}_{keys_applied}"
+
+
+@exclusive
+def _on_scrub(key: str) -> None:
+    s = session()
+    if key == scrubber_key(len(s.run.records), s.keys_applied):  # else a report from a redraw cut short
+        s.run.seek(s.widget(key))
+
+
+def scrubber(run: History) -> None:
+    """A slider over recorded history: moving it only changes which step is shown."""
+    if not run.records:
+        return
+    s = session()
+    key = scrubber_key(len(run.records), s.keys_applied)
+    s.set_widget(key, run.cursor)
+    st.select_slider(
+        "Step shown", options=list(range(-1, len(run.records))), key=key, args=(key,),
+        format_func=lambda i: "start" if i < 0 else f"step {i}", label_visibility="collapsed",
+        on_change=_on_scrub, disabled=s.playing,
+        help="Time travel: show any past step. Step from a past step branches the run there.")
+
+
+def header(run: History, record: StepRecord) -> None:
+    b, s = record.budget, record.stats
+    ses = session()
+    playing = f" · ▶ {html.escape(ses.play_meter.note(ses.widget('speed')))}" if ses.playing else ""
+    st.markdown(
+        f"### Step {record.step} <span style='font-size:.6em;color:#777'>of {len(run.records) - 1}{playing}</span>",
+        unsafe_allow_html=True)
+    st.markdown(
+        f":blue-badge[{b.tokens_used} / {b.token_budget} tokens] :orange-badge[{b.seqs_used} / {b.seq_cap} seqs] "
+        f":violet-badge[KV {b.gpu_blocks_used} / {b.num_gpu_blocks} pages] "
+        f":green-badge[{s.num_requests_running} running] :gray-badge[{s.num_requests_waiting} waiting] "
+        f":red-badge[{s.num_requests_swapped} swapped] :gray-badge[{s.num_requests_finished} finished] "
+        f":red-badge[{s.num_preemptions} preemption{'' if s.num_preemptions == 1 else 's'} so far]"
+        + (f" :green-badge[:material/timer: {record.modeled.clock_ms:,.1f} ms modeled]" if record.modeled else "")
+        + _oldest_badge(record))
+    if not run.at_latest:
+        st.caption(f":material/history: Looking back at step {record.step} of {len(run.records) - 1}. **Step** "
+                   "re-runs the engine from here and drops the later steps; the slider takes you back to them.")
+
+
+def _oldest_badge(record: StepRecord) -> str:
+    """How long the queue's oldest request has waited: under load, this grows when the offered rate
+    passes what the engine can serve."""
+    oldest = oldest_waiting(record)
+    if oldest is None:
+        return ""
+    rid, steps, ms = oldest
+    waited = f"{steps} steps" + (f", {ms:,.0f} ms" if ms is not None else "")
+    return f" :orange-badge[oldest waiting {rid}: {waited}]"
+
+
+def _kind(kind: str, label: str | None = None) -> str:
+    return f"<span class='lab-kind lab-{EVENT_TONES.get(kind, 'calm')}'>{label or kind.replace('_', ' ')}</span>"
+
+
+def _change_lines(run: History, step: int) -> list[str]:
+    """What the user did before this step: it is part of the run's history too."""
+    change = run.change_before(step)
+    if change is None:
+        return []
+    lines = [f"{_kind('you', 'you set')} {chip(None)} {html.escape(k)} = {html.escape(repr(v))}, from this step on"
+             for k, v in change.knobs.items()]
+    lines += [f"{_kind('you', 'you added')} {chip(None)} a request: “{html.escape(item.prompt[:60])}”"
+              for item in change.requests]
+    return lines
+
+
+def why(run: History, record: StepRecord) -> None:
+    """This step's decisions, each with the rule that made it."""
+    st.markdown("##### Why: this step's decisions")
+    lines = _change_lines(run, record.step)
+    for e in record.events:
+        lines.append(f"{_kind(e.kind)} {chip(e.request_id)} {html.escape(e.reason)}")
+    if not lines:
+        lines.append("No decisions this step: every running request simply decoded one more token.")
+    st.markdown("".join(f"<div class='lab-event'>{line}</div>" for line in lines), unsafe_allow_html=True)
+
+
+def event_log(records: list[StepRecord]) -> None:
+    """The events of the last RECENT_STEPS steps; this step's first, then the most recent."""
+    shown = window.recent(records)
+    rows = [dict(step=r.step, event=e.kind, request=e.request_id or "", reason=e.reason)
+            for r in reversed(shown) for e in r.events]
+    if caption := window.note(len(records), len(shown), "steps' events"):
+        st.caption(caption)
+    st.dataframe(pd.DataFrame(rows, columns=["step", "event", "request", "reason"]), hide_index=True,
+                 height=360, key="event_log", column_config={
+                     "step": st.column_config.NumberColumn(width="small"),
+                     "reason": st.column_config.TextColumn(width="large")})
+
+
+def generated_text(records: list[StepRecord]) -> None:
+    """Each request's output so far; the token produced in the step on screen is highlighted."""
+    new = {c.request_id: c.new_token_text for c in records[-1].batch if c.new_token_text is not None}
+    rows = []
+    views = latest_views(records)
+    if caption := window.note(len(views), window.MAX_ROWS, "requests"):
+        st.caption(caption)
+    for rid, view in list(views.items())[-window.MAX_ROWS:]:
+        text = view.output_text
+        if rid in new and text.endswith(new[rid]):
+            shown = html.escape(text[: len(text) - len(new[rid])]) + f"<mark>{html.escape(new[rid])}</mark>"
+        else:
+            shown = html.escape(text) or "<i style='color:#999'>nothing yet</i>"
+        rows.append(f"<div class='lab-event'>{chip(rid)} <span style='color:#666'>{view.status}, "
+                    f"{view.num_output_tokens}/{view.max_tokens} tokens</span>"
+                    f"<div class='lab-text'>{shown}</div></div>")
+    st.markdown("".join(rows), unsafe_allow_html=True)
+
+
+def _cannot_start(run: History) -> bool:
+    """Before step 0 with nothing the engine will serve (every request refused as it was added):
+    say which requests, why, and which knob, rather than leave a page of greyed-out buttons."""
+    refused = run.refused
+    if not refused:
+        return False
+    st.markdown("### Nothing can run")
+    lines = "\n".join(f"- **{e.request_id}** {e.reason}" for e in refused[:10])
+    more = f"\n- ... and {len(refused) - 10} more" if len(refused) > 10 else ""
+    st.error(f"The engine refused every request as it was added, so there is no step to run:\n\n{lines}{more}\n\n"
+             "Change the limit each reason names in the sidebar: **num_gpu_blocks** (or block_size) for KV pages, "
+             "**max_num_batched_tokens** or **enable_chunked_prefill** for a step's tokens, **max_model_len** for "
+             "length, **watermark** for the pages kept free. The run starts over with the new value.",
+             icon=":material/block:")
+    return True
+
+
+def intro(run: History) -> None:
+    """Before step 0: what is about to arrive."""
+    if _cannot_start(run):
+        return
+    st.markdown("### Ready at step 0")
+    st.markdown("Press **Step** to run the first turn of the scheduler loop. These requests will arrive:")
+    items = run.items()
+    tokens = run.prompt_tokens()
+    # The numbers a first question asks about come first, so a narrow column beside a lesson still shows them.
+    st.dataframe(pd.DataFrame([dict(request=request_id(i), prompt_tokens=tokens.get(request_id(i)),
+                                    max_tokens=it.max_tokens, arrives_at_step=it.arrival_step, priority=it.priority,
+                                    prompt=it.prompt[:80])
+                               for i, it in enumerate(items)]),
+                 hide_index=True, key="intro_workload", column_config={
+                     "request": st.column_config.TextColumn(width="small"),
+                     "prompt_tokens": st.column_config.NumberColumn("prompt tokens", width="small"),
+                     "max_tokens": st.column_config.NumberColumn("max tokens", width="small"),
+                     "arrives_at_step": st.column_config.NumberColumn("arrives at step", width="small")})
+
+
+def slo_summary(run: History, records: list[StepRecord]) -> None:
+    """Against the SLO knobs, the requests finished by the step on screen: attainment and goodput."""
+    slo = Slo.of(run.config_next())
+    if slo is None:
+        st.caption("Set a TTFT or TPOT target under *Service-level objectives* to see attainment and goodput.")
+        return
+    agg = run_metrics(records, slo)["aggregate"]
+    targets = " and ".join(f"{name} ≤ {value:g} ms" for name, value in (("TTFT", slo.ttft_ms), ("TPOT", slo.tpot_ms))
+                           if value is not None)
+    if agg["slo_attainment"] is None:
+        st.markdown(f"**SLO** {targets}: no request has finished yet.")
+        return
+    verdict = ":green[met]" if agg["slo_met"] else ":red[missed]"
+    prose(f"**SLO** {targets} for {slo.percentile:g} % of requests: {agg['slo_attainment']:.0%} attained "
+          f"({verdict}) · goodput {agg['goodput']:.2f} of {agg['request_throughput']:.2f} finished requests/s")
