@@ -28,7 +28,7 @@ from bench.common import median, parse, parser, percentile, print_table, write_r
 from engine import DEFAULT_MODEL, ModelLoadError, load_model
 
 TARGETS_MS = {"p50": 100.0, "p95": 250.0}
-# What ui/pages/lab.py draws on a Step click: the three live views and the open history tab
+# What ui/pages/lab/views.py draws on a Step click: the three live views and the open history tab
 # (Timeline, the first, unless the student opened another).
 PAGE = ("queues", "budget", "blocks", "timeline")
 MAX_STEPS = 300  # a lesson run longer than this is cut off (none is, today)

@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from engine.config import EngineConfig
 from engine.engine import Engine
-from engine.knobs import KNOB, KNOBS
+from engine.knobs import KNOB, KNOBS, Knob
 from engine.metrics import METRICS, serving_metrics
 from engine.presets import PRESET_RULES, PRESET_SOURCES
 from engine.values import parse
@@ -37,7 +37,8 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(rows: tuple[Knob, ...] = KNOBS) -> argparse.ArgumentParser:
+    """The command line: a workload, a load in time, outputs, and a flag per row of the knob table."""
     parser = _Parser(prog="python -m engine", description="Replay a workload through the engine, step by step, "
                      "and print each request's outcome and the run's latency and memory metrics.",
                      epilog=_presets_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -63,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "until every request has finished)")
     parser.add_argument("--records", type=Path, help="write every StepRecord to this file as JSON Lines")
     knobs = parser.add_argument_group("engine knobs", "every EngineConfig field; defaults are EngineConfig's")
-    for knob in KNOBS:
+    for knob in rows:
         help_text = f"{knob.help} (default: {knob.default})"
         # SUPPRESS: an unset knob stays out of the namespace, so EngineConfig supplies its default.
         if knob.type is bool:

@@ -13,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from engine.hardware import Deployment
-from engine.knobs import DEFAULT_MODEL, KNOB, KNOBS
+from engine.knobs import DEFAULT_MODEL, KNOB, KNOBS, Knob
 from engine.presets import PRESET_RULES
 
 __all__ = ["DEFAULT_MODEL", "EngineConfig", "SamplingParams"]
@@ -56,9 +56,11 @@ class _ConfigRules:
             self.deployment = self.deployment.name
         self.validate()
 
+    ROWS: tuple[Knob, ...] = ()  # the knob table the class was built from (config_class)
+
     def validate(self) -> None:
         """Each knob against its row, then the rules that tie two knobs together."""
-        for knob in KNOBS:
+        for knob in self.ROWS:
             knob.check(getattr(self, knob.name))
         if self.deployment is not None:
             try:
@@ -92,14 +94,21 @@ class _ConfigRules:
     @classmethod
     def from_dict(cls, data: dict) -> EngineConfig:
         """Build from a dict (a lesson file, a URL), rejecting unknown knobs by name."""
-        unknown = sorted(set(data) - set(KNOB))
+        known = {knob.name for knob in cls.ROWS}
+        unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"unknown knob(s): {', '.join(unknown)}; known knobs: {', '.join(sorted(KNOB))}")
+            raise ValueError(f"unknown knob(s): {', '.join(unknown)}; known knobs: {', '.join(sorted(known))}")
         return cls.for_preset(**data) if "engine_preset" in data else cls(**data)
 
 
-# One field per knob, in the table's order, typed and defaulted by its row.
-EngineConfig = dataclasses.make_dataclass(
-    "EngineConfig", [(k.name, k.annotation, field(default=k.default)) for k in KNOBS], bases=(_ConfigRules,))
-EngineConfig.__module__ = __name__
-EngineConfig.__doc__ = "The scheduler's and KV cache's knobs: one field per row of engine.knobs.KNOBS."
+def config_class(rows: tuple[Knob, ...]) -> type:
+    """A config class with one field per row, in the table's order, typed, defaulted and checked by
+    its row: adding a knob to the table adds it here."""
+    cls = dataclasses.make_dataclass("EngineConfig", [(k.name, k.annotation, field(default=k.default)) for k in rows],
+                                     bases=(_ConfigRules,), namespace={"ROWS": rows})
+    cls.__module__ = __name__
+    cls.__doc__ = "The scheduler's and KV cache's knobs: one field per row of engine.knobs.KNOBS."
+    return cls
+
+
+EngineConfig = config_class(KNOBS)

@@ -68,7 +68,8 @@ class Engine:
         self._pending_ms: list[tuple[float, int, Request]] = []
         self._events: list[Event] = []  # said between steps, reported with the next one
         self.modeled_steps: list[tuple[float, float, float]] = []  # (ms, mfu, mbu) of each priced step
-        self.recorder = Recorder(self.blocks)
+        self.recorder = Recorder(self.config, self.scheduler, self.requests, self.loaded.text_of,
+                                 by_time=self.deployment is not None)
 
     # ---- requests ---------------------------------------------------------------------------
 
@@ -188,7 +189,7 @@ class Engine:
         sampled = self._run(decision)                     # one forward pass over every scheduled token
         timer.lap("forward_ms")
         chunks, events, modeled = self._postprocess(decision, sampled, events + decision.events, timer.timings)
-        record = self.recorder.record(self, chunks, events, timer.timings, modeled)
+        record = self.recorder.record(self.step_index, chunks, events, timer.timings, modeled)
         self.step_index += 1
         return record
 

@@ -14,7 +14,7 @@ what the host link makes it cost.
 
 Each part is a roofline, max(FLOPs / achievable FLOP/s, bytes / achievable bytes/s).
 The achievable fractions are fitted to published measurements of vLLM (the points are
-data: engine/calibration.json, checked by tests/test_hardware.py to stay within 20%).
+data: engine/calibration.json, checked by tests/engine/test_hardware.py to stay within 20%).
 What the model leaves out is listed in the README ("Modeled costs").
 """
 

@@ -5,7 +5,7 @@ queues, the block map, the budget bar and the timeline. Each colour has one job:
 hue is a request's identity and nothing else, so a state is drawn in greys (light for
 waiting, dark for decoding) and only the two kinds of trouble, preemption (red) and swap
 (magenta), have hues of their own, which no request uses. A newcomer read r2's green as
-"finished" and r4's sky blue as "stalled" when states had hues too (tests/test_charts.py
+"finished" and r4's sky blue as "stalled" when states had hues too (tests/lab/test_charts.py
 measures the distances). The request colours are Okabe-Ito and Paul Tol's "muted" set,
 chosen to stay distinct under the common forms of colour blindness, less the three that
 sit near red or magenta.

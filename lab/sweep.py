@@ -25,7 +25,7 @@ from lab.budgets import engine_for
 from lab.charts.style import Subplots
 from lab.metrics import run_metrics
 
-# Not an engine knob: the offered load of the lab's trace or drawn workload (engine/load.py).
+# Not an engine knob: the offered load of the lab's trace or drawn workload (engine/workload/load.py).
 RATE = "rate"
 RATE_VALUES = "1, 2, 4, 8, 16"
 MAX_VALUES = 8

@@ -61,3 +61,58 @@ def test_only_the_session_touches_session_state():
                 if any(isinstance(node, ast.Attribute) and node.attr == "session_state"
                        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))))]
     assert touching == ["ui/session.py"]
+
+
+# ---- one job a module, and no circles ---------------------------------------------------------------
+
+MAX_LINES = 400  # a module longer than this is doing several jobs (tests and the training script aside)
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _internal_imports(path: Path, known: set[str]) -> set[str]:
+    """The project modules a module imports, type-checking-only imports included: `from a import b`
+    names the module a.b where b is a module, else a."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name in known}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module in known:
+            subs = {f"{node.module}.{alias.name}" for alias in node.names} & known
+            found |= subs or {node.module}
+            if len(subs) < len(node.names):
+                found.add(node.module)
+    return found
+
+
+def test_no_module_is_over_the_line_limit():
+    long = {_relative(p): n for p in _modules() if not _relative(p).startswith("tools/")
+            and (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not long, long
+
+
+def test_no_modules_import_each_other_round_a_circle():
+    paths = {_module_name(p): p for p in _modules()}
+    graph = {name: _internal_imports(path, set(paths)) - {name} for name, path in paths.items()}
+    # A package's __init__ re-exports its modules; a module importing its own package's names is no circle.
+    graph = {name: {d for d in deps if not name.startswith(d + ".")} for name, deps in graph.items()}
+    seen, on_path, circles = set(), [], []
+
+    def visit(name: str) -> None:
+        if name in on_path:
+            circles.append(on_path[on_path.index(name):] + [name])
+            return
+        if name in seen:
+            return
+        seen.add(name)
+        on_path.append(name)
+        for dep in sorted(graph[name]):
+            visit(dep)
+        on_path.pop()
+
+    for name in sorted(graph):
+        visit(name)
+    assert not circles, circles

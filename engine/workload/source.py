@@ -24,7 +24,7 @@ class WorkloadSource:
 
     preset: str | None = None
     generator: GeneratorSpec | None = None
-    load: TraceSpec | RateSpec | None = None  # a real trace, or requests at a rate (engine/load.py)
+    load: TraceSpec | RateSpec | None = None  # a real trace, or requests at a rate (engine/workload/load.py)
     requests: tuple[WorkloadItem, ...] = ()
     name: str = ""  # what a list is called: "file trace.jsonl", "lesson 3"
 

@@ -5,7 +5,7 @@ at ``## `` headings) and ``NN_slug.toml`` (the scenario: engine knobs, workload,
 hints on what to watch, checkpoints). A checkpoint never stores its answer. It names
 a rule, such as "the requests preempted in this step", that reads the answer off the
 engine's own StepRecord. So the lesson stays true to whatever the engine really does,
-and an engine change that breaks a lesson's story fails ``tests/test_lessons.py``
+and an engine change that breaks a lesson's story fails ``tests/lab/test_lessons.py``
 instead of misleading a student.
 
 The TOML file, field by field (a bad one raises LessonError naming file and field)::
