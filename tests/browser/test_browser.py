@@ -197,7 +197,7 @@ def test_step_bar_keeps_its_buttons_named_on_a_narrow_screen(page):
 def test_the_server_watches_no_files_so_a_venv_in_the_checkout_stays_quiet(server):
     """A venv inside the checkout made Streamlit's watcher log thousands of 'Inotify queue
     overflowed' lines; the lab never reloads on save, so it watches nothing, and git ignores it."""
-    log = SERVER_LOGS["test_browser"].read_text()
+    log = SERVER_LOGS[__name__].read_text()
     assert "Inotify" not in log and "Watchdog" not in log
     import tomllib
 

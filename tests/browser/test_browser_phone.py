@@ -74,12 +74,12 @@ def test_on_a_phone_each_ab_input_says_which_side_it_sets(phone, server):
     form = phone.get_by_test_id("stForm")
     form.wait_for()
     for side in "AB":  # each knob's input says its side (and the knob's range)
-        expect(form.get_by_text(f"{side} (1 to 2,048)")).to_be_visible()
+        expect(form.get_by_text(f"{side} (1 to 1,000,000)").first).to_be_visible()  # num_gpu_blocks, the first
     expect(phone.locator(".st-key-ab_header")).to_have_count(1)
     expect(phone.locator(".st-key-ab_header")).to_be_hidden()  # it showed as a list: "knob", "A", "B"
     screenshot(phone, "phone_ab.png")
 
     phone.set_viewport_size({"width": 1280, "height": 800})  # wide: one header row, no label per input
     phone.locator(".st-key-ab_header").wait_for()
-    expect(form.get_by_text("A (1 to 2,048)")).to_be_hidden()
+    expect(form.get_by_text("A (1 to 1,000,000)").first).to_be_hidden()
     assert_no_exception(phone)
