@@ -53,7 +53,7 @@ class Request:
     priority: int = 0
     length_scale: float = 1.0  # its token counts are this fraction of the real ones (a deployment prices them whole)
     arrival_step: int = 0
-    arrival_index: int = 0  # order of add_request calls: the tie-breaker everywhere
+    arrival_index: int = 0  # order of add_request calls: the last tie-breaker
     status: RequestStatus = RequestStatus.PENDING
     output_token_ids: list[int] = field(default_factory=list)
     output_text: str = ""
@@ -76,6 +76,13 @@ class Request:
     token_ms: list[float] = field(default_factory=list)
     finish_step: int | None = None
     finish_ms: float | None = None
+
+    @property
+    def arrival_order(self) -> tuple[int, float, int]:
+        """When it reached the engine, the key vLLM's priority queue and victim rule break ties on
+        (its arrival_time): the step it joined, its arrival time, and for requests that joined
+        together the order they were added. Set when it joins, kept through preemption."""
+        return self.arrival_step, self.arrival_ms or 0.0, self.arrival_index
 
     @property
     def num_prompt_tokens(self) -> int:

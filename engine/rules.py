@@ -61,7 +61,7 @@ def pick_victim(config: EngineConfig, candidates: list[Request]) -> tuple[Reques
         victim = min(candidates, key=lambda r: (len(r.output_token_ids), -r.num_prompt_tokens, -r.arrival_index))
         return victim, f"victim rule fewest_generated: {victim.request_id} has generated the least"
     if config.scheduling_policy == "priority":
-        victim = max(candidates, key=lambda r: (r.priority, r.arrival_index))
+        victim = max(candidates, key=lambda r: (r.priority, r.arrival_order))
         return victim, f"victim rule priority: {victim.request_id} has the lowest priority, latest arrival"
     victim = candidates[-1]
     return victim, f"victim rule fcfs: {victim.request_id} was admitted last"

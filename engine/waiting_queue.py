@@ -2,8 +2,9 @@
 
 fcfs serves in arrival order, and a request preempted by recompute goes back to
 the front: it has waited longest. priority serves the lowest priority value
-first, ties by arrival, so it is a heap: picking the next request costs log n
-instead of a scan of everything waiting, which matters with thousands waiting.
+first, ties by arrival (Request.arrival_order), so it is a heap: picking the
+next request costs log n instead of a scan of everything waiting, which matters
+with thousands waiting.
 vLLM v1 keeps the same two queues (FCFSRequestQueue, PriorityRequestQueue).
 """
 
@@ -45,12 +46,12 @@ class PriorityQueue:
     policy = "priority"
 
     def __init__(self, requests: Iterable[Request] = ()):
-        # arrival_index is unique, so ties never fall through to comparing requests.
-        self._heap = [(r.priority, r.arrival_index, r) for r in requests]
+        # arrival_order ends in the unique arrival_index, so ties never fall through to comparing requests.
+        self._heap = [(r.priority, r.arrival_order, r) for r in requests]
         heapq.heapify(self._heap)
 
     def add(self, req: Request) -> None:
-        heapq.heappush(self._heap, (req.priority, req.arrival_index, req))
+        heapq.heappush(self._heap, (req.priority, req.arrival_order, req))
 
     # A preempted request's priority and arrival already say where it belongs.
     add_preempted = add

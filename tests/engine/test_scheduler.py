@@ -4,6 +4,8 @@ preemption by recompute or swap, the victim rules), and the counters counted whe
 
 from __future__ import annotations
 
+import pytest
+
 from engine.block_manager import BlockManager
 from engine.config import EngineConfig, SamplingParams
 from engine.request import FinishReason, Request, RequestStatus, request_id
@@ -22,10 +24,11 @@ class Loop:
         self.scheduler = Scheduler(self.config, self.blocks)
         self.requests: list[Request] = []
 
-    def add(self, prompt_tokens: int, max_tokens: int = 4, priority: int = 0) -> Request:
+    def add(self, prompt_tokens: int, max_tokens: int = 4, priority: int = 0, arrival_step: int = 0) -> Request:
+        """A request that reached the engine at arrival_step (which may be before earlier-added ones)."""
         i = len(self.requests)
         req = Request(request_id(i), [i + 1] * prompt_tokens, SamplingParams(max_tokens=max_tokens), priority=priority,
-                      arrival_index=i)
+                      arrival_index=i, arrival_step=arrival_step)
         self.requests.append(req)
         self.scheduler.add(req)
         return req
@@ -121,12 +124,26 @@ def test_with_swap_the_victims_pages_go_to_the_cpu_and_come_back_when_there_is_r
     assert loop.scheduler.counters["num_swapped_blocks"] == 2  # one page out, one page back in
 
 
-def test_under_priority_the_victim_is_the_lowest_priority_then_the_latest_arrival():
+@pytest.mark.parametrize("priorities, arrival_steps", [
+    ((1, 0), (0, 0)),  # the lowest priority goes, though it was added first
+    ((0, 0), (5, 2)),  # equals: the latest to reach the engine goes, though it was added first
+])
+def test_under_priority_the_victim_is_the_lowest_priority_then_the_latest_arrival(priorities, arrival_steps):
     loop = Loop(num_gpu_blocks=3, max_num_batched_tokens=16, scheduling_policy="priority")
-    low, high = loop.add(4, max_tokens=8, priority=1), loop.add(4, max_tokens=8, priority=0)
+    victim, kept = (loop.add(4, max_tokens=8, priority=p, arrival_step=a)
+                    for p, a in zip(priorities, arrival_steps, strict=True))
     loop.step()
     out = loop.step()
-    assert loop.kinds(out, "preempted") == [low.request_id] and high.request_id in out.scheduled
+    assert loop.kinds(out, "preempted") == [victim.request_id] and kept.request_id in out.scheduled
+
+
+def test_priority_ties_go_to_the_earlier_arrival_not_the_earlier_add():
+    """vLLM orders its priority queue by (priority, arrival_time): a request added later that reached
+    the engine first is served first."""
+    loop = Loop(max_num_seqs=1, scheduling_policy="priority")
+    late, early = loop.add(3, arrival_step=5), loop.add(3, arrival_step=2)
+    assert list(loop.scheduler.waiting) == [early, late]
+    assert loop.step().scheduled == {early.request_id: 3}
 
 
 def test_fewest_generated_retracts_the_request_that_has_written_the_least():

@@ -22,6 +22,7 @@ import os
 import random
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # before vllm is imported: its config logs every build
@@ -59,6 +60,11 @@ def random_workload(seed: int) -> Workload:
         prompt = (shared + own) if shared and rng.random() < 0.6 else own
         requests.append(dict(prompt_ids=prompt, max_tokens=rng.randint(1, 16), priority=rng.randint(0, 3),
                              arrival_step=0 if rng.random() < 0.4 else rng.randint(0, 12)))
+    # Arrival against list order on purpose: in half the workloads a request listed later arrives
+    # no later than one listed before it, so a tie broken by add order instead of arrival shows.
+    if rng.random() < 0.5:
+        for r, step in zip(requests, sorted((r["arrival_step"] for r in requests), reverse=True), strict=True):
+            r["arrival_step"] = step
     longest = max(len(r["prompt_ids"]) + r["max_tokens"] for r in requests)
     max_model_len = longest + rng.randint(0, 8)
     pages_longest = -(-longest // block_size)
@@ -72,7 +78,7 @@ def random_workload(seed: int) -> Workload:
         budget = rng.randint(max(max_model_len, max_num_seqs), max(max_model_len, max_num_seqs) + 64)
     config = dict(block_size=block_size, num_gpu_blocks=num_gpu_blocks, max_num_seqs=max_num_seqs,
                   max_num_batched_tokens=budget, enable_chunked_prefill=chunked,
-                  long_prefill_token_threshold=rng.choice([0, 0, 4, 8, 16, 24]) if chunked else 0,
+                  long_prefill_token_threshold=min(rng.choice([0, 0, 4, 8, 16, 24]), max_model_len) if chunked else 0,
                   scheduling_policy=rng.choice(["fcfs", "priority"]), enable_prefix_caching=prefix,
                   max_model_len=max_model_len)
     return Workload(config, requests)
@@ -114,6 +120,19 @@ def likely_rule(ours: dict, theirs: dict, cfg: EngineConfig) -> str:
     return "chunk size: the token budget left when the request's turn came"
 
 
+def workload_kind(work: Workload) -> str:
+    """The policy, and whether some request arrives before one listed ahead of it."""
+    steps = [r["arrival_step"] for r in work.requests]
+    against = any(later < earlier for i, earlier in enumerate(steps) for later in steps[i + 1:])
+    return f"{work.config['scheduling_policy']}, arrivals {'against' if against else 'in'} list order"
+
+
+def arrival_time(step: int, index: int) -> float:
+    """What a real server gives vLLM: the time the request reached it. One step is one second here,
+    and requests that reach the engine in the same step arrive in list order, a microsecond apart."""
+    return step + index * 1e-6
+
+
 def compare(seed: int, loaded) -> str | None:
     """Run one workload on both; None if they agree in every step, else what differs."""
     work = random_workload(seed)
@@ -132,7 +151,8 @@ def compare(seed: int, loaded) -> str | None:
                 theirs.add_request(VllmRequest(
                     rid, r["prompt_ids"], sampling_params=VllmSamplingParams(max_tokens=r["max_tokens"],
                                                                              ignore_eos=True),
-                    pooling_params=None, priority=r["priority"], arrival_time=float(i), block_hasher=hasher))
+                    pooling_params=None, priority=r["priority"], arrival_time=arrival_time(r["arrival_step"], i),
+                    block_hasher=hasher))
         record = engine.step()
         out = theirs.schedule()
         hits = {e.request_id: e.data["prefix_hit_tokens"] for e in record.events if e.kind == "admitted"}
@@ -166,15 +186,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     init_none_hash(sha256_cbor)
     loaded = load_model(DEFAULT_MODEL, "cpu")
-    start, failures = time.perf_counter(), []
+    start, failures, kinds = time.perf_counter(), [], Counter()
     for seed in range(args.first_seed, args.first_seed + args.workloads):
+        kind = workload_kind(random_workload(seed))
         why = compare(seed, loaded)
+        kinds[kind, why is None] += 1
         if why:
             failures.append(why)
             print("MISMATCH", why, flush=True)
     agreed = args.workloads - len(failures)
     print(f"{agreed}/{args.workloads} workloads scheduled identically by the engine (vllm_v1 preset) and vLLM "
           f"0.32's v1 Scheduler, step for step, in {time.perf_counter() - start:.0f} s")
+    for kind in sorted({k for k, _ in kinds}):
+        print(f"  {kind}: {kinds[kind, True]}/{kinds[kind, True] + kinds[kind, False]} agreed")
     return 1 if failures else 0
 
 
