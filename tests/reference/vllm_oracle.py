@@ -133,9 +133,8 @@ def arrival_time(step: int, index: int) -> float:
     return step + index * 1e-6
 
 
-def compare(seed: int, loaded) -> str | None:
-    """Run one workload on both; None if they agree in every step, else what differs."""
-    work = random_workload(seed)
+def compare(seed: int, work: Workload, loaded) -> str | None:
+    """Run one workload (made from seed) on both; None if they agree in every step, else what differs."""
     cfg = EngineConfig(**work.config)
     engine = Engine(cfg, loaded)
     ids = [engine.add_request(r["prompt_ids"], SamplingParams(max_tokens=r["max_tokens"], ignore_eos=True),
@@ -188,9 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     loaded = load_model(DEFAULT_MODEL, "cpu")
     start, failures, kinds = time.perf_counter(), [], Counter()
     for seed in range(args.first_seed, args.first_seed + args.workloads):
-        kind = workload_kind(random_workload(seed))
-        why = compare(seed, loaded)
-        kinds[kind, why is None] += 1
+        work = random_workload(seed)
+        why = compare(seed, work, loaded)
+        kinds[workload_kind(work), why is None] += 1
         if why:
             failures.append(why)
             print("MISMATCH", why, flush=True)
