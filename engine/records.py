@@ -55,9 +55,9 @@ class Budget:
     prefill_tokens: int
     seqs_used: int
     seq_cap: int
-    gpu_blocks_used: int
-    gpu_blocks_cached: int
-    gpu_blocks_free: int
+    gpu_blocks_used: int  # held by requests: the one 'pages in use' every view shows
+    gpu_blocks_cached: int  # free but still holding a prefix-cached page, reusable until taken
+    gpu_blocks_free: int  # free and empty
     num_gpu_blocks: int
     cpu_blocks_used: int
     num_cpu_blocks: int

@@ -22,11 +22,6 @@ KEY = ("Colour: the request, as on its card. Plain: a decode (one token). Stripe
        "Crossed: a recompute.")
 
 
-def pages_in_use(record: StepRecord) -> int:
-    """The KV-pages row's first segment: pages held by requests (cached-free ones are counted apart)."""
-    return record.budget.gpu_blocks_used - record.budget.gpu_blocks_cached
-
-
 def _segments(record: StepRecord) -> list[dict]:
     """One dict per bar segment: row, start, length, colour, pattern, label, hover."""
     b = record.budget
@@ -48,7 +43,7 @@ def _segments(record: StepRecord) -> list[dict]:
         segs.append(dict(row=1, start=b.seqs_used, length=b.seq_cap - b.seqs_used, color=FREE, pattern="",
                          label="", hover=f"{b.seq_cap - b.seqs_used} free seats (max_num_seqs={b.seq_cap})"))
     at = 0
-    for name, n, color in (("used", pages_in_use(record), USED_PAGES),
+    for name, n, color in (("used", b.gpu_blocks_used, USED_PAGES),
                            ("cached-free", b.gpu_blocks_cached, CACHED_FREE), ("free", b.gpu_blocks_free, FREE)):
         if n:
             segs.append(dict(row=2, start=at, length=n, color=color, pattern="", label=f"{n} {name}",
@@ -62,7 +57,7 @@ def figure(record: StepRecord) -> go.Figure:
     totals = (max(b.token_budget, b.tokens_used), max(b.seq_cap, b.seqs_used), b.num_gpu_blocks)
     names = (f"<b>tokens</b> {b.tokens_used} / {b.token_budget}  ({b.decode_tokens} decode + "
              f"{b.prefill_tokens} prefill)", f"<b>sequences</b> {b.seqs_used} / {b.seq_cap}",
-             f"<b>KV pages</b> {pages_in_use(record)} used / {b.num_gpu_blocks}")
+             f"<b>KV pages</b> {b.gpu_blocks_used} used / {b.num_gpu_blocks}")
     fig = Subplots(rows=3, cols=1, titles=names, vertical_spacing=0.2)
     segs = _segments(record)
     for row in range(3):

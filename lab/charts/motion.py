@@ -55,8 +55,8 @@ def card_motion(records: list[StepRecord]) -> str:
 
 def pool_motion(record: StepRecord, previous: StepRecord | None) -> str:
     """The forward pass's KV-pages bar (its first segment: the pages in use) from its old length."""
-    used = budget.pages_in_use(record)
-    was = used if previous is None else budget.pages_in_use(previous)
+    used = record.budget.gpu_blocks_used  # held by requests; cached-free pages are counted apart
+    was = used if previous is None else previous.budget.gpu_blocks_used
     if not used or was == used:
         return ""
     row = budget.ROWS.index("KV pages") + 1  # Plotly names the row's subplot x{row}y{row}

@@ -174,6 +174,27 @@ def test_budget_bar_adds_up_to_the_tokens_the_step_ran(swap_run):
         assert sum(seqs.x) == record.budget.seq_cap and sum(pages.x) == record.budget.num_gpu_blocks
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_every_view_counts_the_pages_in_use_as_the_block_map_does(tiny_llama, seed):
+    """Random workloads with prefix caching on: the budget bar's 'used' segment and title, and the
+    header's count, are the block map's pages held by requests, never negative, and the bar's
+    three segments fill the pool exactly (the bar once subtracted cached pages twice: -23 of 24)."""
+    import random
+    rng = random.Random(seed)
+    preamble = "A preamble many requests share. " * rng.randint(0, 3)
+    items = [WorkloadItem(preamble + f"question {i} " * rng.randint(1, 4), max_tokens=rng.randint(2, 20),
+                          arrival_step=rng.randint(0, 15), ignore_eos=True) for i in range(rng.randint(3, 9))]
+    _, records = _run(tiny_llama, items, block_size=4, num_gpu_blocks=rng.randint(24, 48), enable_prefix_caching=True)
+    assert any(r.budget.gpu_blocks_cached for r in records)
+    for record in records:
+        b = record.budget
+        held = sum(blk.device == "gpu" and blk.ref_count > 0 for blk in record.blocks)
+        assert b.gpu_blocks_used == held >= 0
+        segs = {s["label"].split(" ", 1)[1]: s["length"] for s in budget._segments(record) if s["row"] == 2}
+        assert segs.get("used", 0) == held and sum(segs.values()) == b.num_gpu_blocks
+        assert f"{held} used / {b.num_gpu_blocks}" in budget.figure(record).layout.annotations[2].text
+
+
 def test_request_colours_agree_across_views(swap_run):
     records = swap_run[1]
     record = next(r for r in records if r.batch and r.waiting and r.blocks)
