@@ -15,7 +15,9 @@ PRESET_RULES: dict[str, dict[str, object]] = {
                     victim_rule="policy", watermark=0.0, preempt_on_admission=False, admission_reserve="prompt"),
     # vllm/core/scheduler.py (v0 without chunked prefill): prefill-only steps, a 1% watermark, swap
     # (v0 swapped multi-sequence groups; one-sequence requests recomputed unless preemption_mode said
-    # swap), and under priority a waiting request preempts lower-priority running ones.
+    # swap), and under priority a waiting request preempts strictly lower-priority running ones (a simpler
+    # form of v0's _schedule_priority_preemption, which ranks by (priority, arrival) and runs only in its
+    # non-chunked path in a step that scheduled no prompt).
     "vllm_v0": dict(step_order="prefill_first", enable_chunked_prefill=False, preemption_mode="swap",
                     victim_rule="policy", watermark=0.01, preempt_on_admission=True, admission_reserve="prompt"),
     # sglang/srt/managers/scheduler.py + schedule_policy.py: prefill batches first (chunked), admission

@@ -24,8 +24,12 @@ def admitted(req: Request, hit_blocks: int, num_tokens: int, pages_held: int) ->
 
 
 def recompute_started(req: Request, lost: int) -> str:
-    made = f", {len(req.output_token_ids)} of them generated," if req.output_token_ids else ""
-    return f"re-running the prefill over {lost} tokens{made} whose KV pages were dropped when it was preempted"
+    # Only tokens that had KV are recomputed; the newest generated token never had any (it is the
+    # input the next pass was going to read), so it joins the pass as a decode input would.
+    generated = max(0, req.peak_computed_tokens - max(req.num_prompt_tokens, req.num_computed_tokens))
+    made = f", {generated} of them generated," if generated else ""
+    newest = "; its newest token, which had no KV yet, rides in the same pass" if req.output_token_ids else ""
+    return f"re-running the prefill over {lost} tokens{made} whose KV pages were dropped when it was preempted{newest}"
 
 
 def chunk_scheduled(start: int, num_tokens: int, total: int) -> str:

@@ -20,7 +20,8 @@ from engine.config import EngineConfig
 from engine.request import Request, RequestStatus
 
 # SGLang's starting new_token_ratio (SGLANG_INIT_NEW_TOKEN_RATIO). SGLang decays it toward 0.098 over
-# 600 decode steps and raises it after a retraction; the lab holds it at 0.7.
+# 600 decode steps and raises it after a retraction; the lab holds it at 0.7, and applies it to every
+# request, where SGLang reserves the whole remaining output (ratio 1.0) of an ignore_eos request.
 SGLANG_NEW_TOKEN_RATIO = 0.7
 
 
