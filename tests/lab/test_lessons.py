@@ -106,6 +106,15 @@ def test_watch_hints_follow_step_and_variant():
     assert lesson.watch_at(1000) == []
 
 
+def test_a_hint_about_one_run_shows_only_on_that_run():
+    """Lesson 9's budget_128 once showed the base run's "417 tokens ... compute-bound" beside its own
+    "no step crosses the ridge" while its chart showed 128 memory-bound tokens (issue 31, bug 3)."""
+    lesson = BY_ID["09_gpu_step_cost"]
+    assert [t for t in lesson.watch_at(12, "budget_128") if "417" in t or "ridge, the step is" in t] == []
+    assert any("417" in t for t in lesson.watch_at(12, "base"))
+    assert any("no step crosses the ridge" in t for t in lesson.watch_at(12, "budget_128"))
+
+
 # ---- checkpoints against the engine -----------------------------------------------------------
 
 
