@@ -272,7 +272,8 @@ def test_the_budget_near_the_ridge_balances_ttft_and_itl(loaded):
 def test_swap_or_recompute_depends_on_model_and_link(loaded):
     """Lesson 10: swap ends sooner for Llama 3.1 8B on both links (sooner still over NVLink-C2C) and
     for 70B on four GPUs (by more); for Llama 2 7B's larger KV it loses by about 1% on PCIe Gen4 and by
-    over a tenth on Gen3. Recompute never touches the link; the runs never preempted finish later under swap."""
+    over a tenth on Gen3. Recompute never touches the link; the runs never preempted finish later under swap,
+    the first victim about 48 ms sooner, the second within 2 ms."""
     lesson = BY_ID["10_swap_or_recompute"]
     end = {v: finish(loaded, lesson, v).records[-1].modeled.clock_ms for v in lesson.variant_names}
     assert end["swap_c2c"] < end["swap"] < end["base"]
@@ -286,8 +287,9 @@ def test_swap_or_recompute_depends_on_model_and_link(loaded):
     victims = {e.request_id for r in base.records for e in r.events if e.kind == "preempted"}
     for rid in {"r0", "r1", "r2", "r3"} - victims:
         assert swap.request(rid)["e2e_ms"] > base.request(rid)["e2e_ms"]
-    for rid in victims:
-        assert swap.request(rid)["e2e_ms"] < base.request(rid)["e2e_ms"]
+    assert victims == {"r2", "r3"}
+    assert 45 < base.request("r3")["e2e_ms"] - swap.request("r3")["e2e_ms"] < 50  # "about 48 ms sooner"
+    assert abs(base.request("r2")["e2e_ms"] - swap.request("r2")["e2e_ms"]) < 2
     assert sum(r.modeled.swap_ms for r in finish(loaded, lesson, "swap_mha_gen3").records) > 100
 
 
