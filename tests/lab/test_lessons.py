@@ -397,8 +397,10 @@ def test_the_leaderboard_ranks_passed_attempts_by_goodput(loaded):
     decode_first = attempt(loaded, step_order="decode_first")
     for result in (start, decode_first, tuned):
         progress.attempt(result)
-    assert progress.challenge is tuned
-    assert progress.leaderboard() == [tuned, decode_first, start]
+    # Under the 40 ms promise decode first alone passes too, with more goodput than SOLUTION's.
+    assert decode_first.passed and decode_first.score > tuned.score
+    assert progress.challenge is tuned  # the latest attempt
+    assert progress.leaderboard() == [decode_first, tuned, start]
     assert progress.complete(BY_ID["08_it_depends"]) is False  # its questions are not answered yet
 
 
