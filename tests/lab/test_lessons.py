@@ -79,6 +79,16 @@ def finish(loaded, lesson: Lesson, variant: str = "base", **changes) -> Finished
     return _finish(lesson.id, variant, tuple(sorted(changes.items())))
 
 
+def says(lesson: Lesson, *quotes: str) -> None:
+    """The lesson's own text (sections, hints, explanations) states each quote, line breaks aside: a
+    run-statement test pins the number the prose gives, so prose and run cannot drift apart."""
+    text = " ".join([s.body for s in lesson.sections] + [w.text for w in lesson.watch]
+                    + [c.explain for c in lesson.checkpoints] + [c.question for c in lesson.checkpoints])
+    text = " ".join(text.split())
+    for quote in quotes:
+        assert quote in text, (lesson.id, quote)
+
+
 # ---- files ------------------------------------------------------------------------------------
 
 
@@ -267,6 +277,8 @@ def test_the_budget_near_the_ridge_balances_ttft_and_itl(loaded):
     for variant, (first, gap) in quoted.items():
         assert round(ttft[variant], 1 if first < 10 else 0) == first, (variant, ttft[variant])
         assert round(worst_itl[variant], 1) == gap, (variant, worst_itl[variant])
+    says(lesson, "about 29 ms after it arrives instead of 9", "first token comes after about 15 ms",
+         "worst gap stays near 7.3 ms", "worst gap is 7.6 ms", "one compute-bound step of about 9.3 ms")
 
 
 def test_swap_or_recompute_depends_on_model_and_link(loaded):
@@ -290,6 +302,7 @@ def test_swap_or_recompute_depends_on_model_and_link(loaded):
     assert victims == {"r2", "r3"}
     assert 45 < base.request("r3")["e2e_ms"] - swap.request("r3")["e2e_ms"] < 50  # "about 48 ms sooner"
     assert abs(base.request("r2")["e2e_ms"] - swap.request("r2")["e2e_ms"]) < 2
+    says(lesson, "it finishes about 48 ms sooner", "ends within 2 ms either way", "by about 1%")
     assert sum(r.modeled.swap_ms for r in finish(loaded, lesson, "swap_mha_gen3").records) > 100
 
 
@@ -317,6 +330,7 @@ def test_five_engines_trade_first_tokens_against_pacing(loaded):
     victims = {e.request_id for r in runs["base"].records for e in r.events if e.kind == "preempted"}
     assert sorted(round(max(runs["base"].request(v)["itl_ms"])) for v in victims) == [14, 42, 56, 112]
     assert round(agg["base"]["itl_ms"]["p50"]) == 7
+    says(lesson, "longest gaps are 14, 42, 56 and 112 ms, against 7 ms")
 
 
 def test_the_queue_lesson_trace_has_its_knee_between_7_and_8_per_s(loaded):
@@ -516,7 +530,8 @@ def test_the_recompute_answer_and_its_event_and_counter_agree(loaded):
     chunk = next(c for c in record.batch if c.request_id == event.request_id)
     generated = run.records[checkpoint.at_step - 1].requests[event.request_id].num_output_tokens
     assert (answer, chunk.kind, chunk.num_tokens, generated) == (20, "recompute_prefill", 21, 5)
-    assert "4 of them generated" in event.reason and "16 prompt tokens and the first 4 of the 5" in checkpoint.explain
+    assert "4 of them generated" in event.reason
+    says(lesson, "16 prompt tokens and the first 4 of the 5", "shows 21 tokens: 20 recomputed and one new")
 
 
 def test_it_depends_says_what_its_run_does(loaded):
@@ -535,6 +550,8 @@ def test_it_depends_says_what_its_run_does(loaded):
     assert all(a["num_preemptions"] == 2 for a in sweep)
     e2e = [a["e2e_steps"]["p50"] for a in sweep]
     assert e2e == sorted(e2e, reverse=True)
+    says(lesson, "from step 9 to step 31", "`r6`, is thrown out at step 16, then `r5` at step 21",
+         "after 13.5, 5, 1.5 and 1 steps", "2 at every budget")
 
 
 def test_the_queue_lesson_says_what_its_run_does(loaded):
@@ -546,3 +563,4 @@ def test_the_queue_lesson_says_what_its_run_does(loaded):
     arrivals = [item.arrival_ms for item in lesson.workload.load.items()]
     assert len(arrivals) == 160 and sum(15_000 <= ms < 20_000 for ms in arrivals) == 77
     assert "77 requests arrive, about 15 a second" in lesson.watch_at(lesson.start_step)[0]
+    says(lesson, "starts at step 618, fifteen seconds", "77 requests arrive, about 15 a second")
