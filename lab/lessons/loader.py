@@ -13,6 +13,7 @@ from engine.request import request_id
 from engine.workload import FIELDS, PRESETS, GeneratorSpec, WorkloadError, WorkloadItem, WorkloadSource
 from engine.workload.load import TraceSpec
 from lab.lessons.challenge import ChallengeSpec, Target
+from lab.lessons.claims import Claim, Fact
 from lab.lessons.knee import KneeQuestion
 from lab.lessons.model import Lesson, LessonError, Section, Variant, Watch
 from lab.lessons.rules import BASE, RULES, Checkpoint, Rule
@@ -89,9 +90,33 @@ def _parse_lesson(t: Table, lesson_id: str, sections: list[Section]) -> Lesson:
     watch = tuple(_parse_watch(w, names) for w in t.tables("watch"))
     challenge = _parse_challenge(c, config) if (c := t.table("challenge", None)) else None
     knee = _parse_knee(k, workload, config) if (k := t.table("knee", None)) else None
+    claims = tuple(_parse_claim(c, names) for c in t.tables("claims"))
+    facts = tuple(_parse_fact(f) for f in t.tables("facts"))
     t.done()
-    return Lesson(lesson_id, title, tuple(sections), config, workload, seed, start_step, checkpoints, watch,
-                  variants, challenge, knee, minutes, tuple(needs))
+    lesson = Lesson(lesson_id, title, tuple(sections), config, workload, seed, start_step, checkpoints, watch,
+                    variants, challenge, knee, minutes, tuple(needs), claims, facts)
+    text = " ".join(" ".join(lesson.texts()).split())
+    for table, said in [("claims", c.says) for c in claims] + [("facts", f.says) for f in facts]:
+        if " ".join(said.split()) not in text:
+            raise t.error(table, f"{said!r} is not in the lesson's text")
+    return lesson
+
+
+def _parse_claim(t: Table, variants: tuple[str, ...]) -> Claim:
+    variant = t.get("variant", str, BASE)
+    if variant not in variants:
+        raise t.error("variant", f"unknown variant {variant!r}; the lesson has {', '.join(variants)}")
+    claim = Claim(t.get("says", str), t.get("value", str), variant, float(t.get("about", (int, float), 0)))
+    t.done()
+    return claim
+
+
+def _parse_fact(t: Table) -> Fact:
+    fact = Fact(t.get("says", str), t.get("source", str))
+    if not fact.source.strip():
+        raise t.error("source", "say where the fact comes from (a file at a commit, a datasheet, a paper)")
+    t.done()
+    return fact
 
 
 def _parse_variant(t: Table, base: dict) -> Variant:

@@ -8,8 +8,12 @@ from engine import DEFAULT_MODEL, Engine, EngineConfig, LoadedModel, load_model
 from engine.workload import WorkloadSource, submit
 from lab.budgets import engine_for
 from lab.lessons.challenge import ChallengeResult, ChallengeSpec, score_challenge
+from lab.lessons.claims import Claim, Fact, unbacked
 from lab.lessons.knee import KneeQuestion
 from lab.lessons.rules import BASE, Checkpoint
+
+
+TRY_IT = "Try it"  # a section of exercises: its numbers are values to set, not statements about the run
 
 
 class LessonError(ValueError):
@@ -59,6 +63,8 @@ class Lesson:
     knee: KneeQuestion | None = None  # a prediction graded on a rate sweep of the lesson's trace
     minutes: int = 10  # about how long it takes, for the learning path
     needs: tuple[int, ...] = ()  # the numbers of the lessons it builds on
+    claims: tuple[Claim, ...] = ()  # what its text says about its run, each with the reading that backs it
+    facts: tuple[Fact, ...] = ()  # what its text says about anything else, each with its source
 
     @property
     def number(self) -> int:
@@ -73,6 +79,23 @@ class Lesson:
         """The lesson's knobs, the variant's on top, then any of the student's changes."""
         overrides = {} if variant == BASE else self._variant(variant).config
         return EngineConfig.from_dict({**self.config, **overrides, "seed": self.seed, "model": model, **changes})
+
+    def texts(self) -> list[str]:
+        """The prose that tells a student about the run: sections (the exercises aside), watch notes,
+        questions and explanations."""
+        pieces = [s.body for s in self.sections if s.title != TRY_IT] + [w.text for w in self.watch]
+        pieces += [t for c in self.checkpoints for t in (c.question, c.explain)]
+        if self.knee is not None:
+            pieces += [self.knee.question, self.knee.explain]
+        return [p for p in pieces if p]
+
+    def unbacked(self) -> dict[str, list[str]]:
+        """The numbers and request ids in its prose that no claim or fact backs, by the piece they are
+        in (a question's own step is backed by the checkpoint asked at it)."""
+        fragments = [c.says for c in self.claims] + [f.says for f in self.facts]
+        asked = {c.question: [f"step {c.at_step}"] for c in self.checkpoints}
+        found = {piece: unbacked(piece, fragments + asked.get(piece, [])) for piece in self.texts()}
+        return {piece: tokens for piece, tokens in found.items() if tokens}
 
     def checkpoints_for(self, variant: str = BASE) -> list[Checkpoint]:
         return [c for c in self.checkpoints if c.variant == variant]

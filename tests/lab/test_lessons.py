@@ -14,7 +14,6 @@ import functools
 import json
 import shutil
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -43,13 +42,6 @@ BY_ID = {lesson.id: lesson for lesson in LESSONS}
 CHECKPOINTS = [(lesson, cp) for lesson in LESSONS for cp in lesson.checkpoints]
 # The "nothing happened" answers: a question whose engine answer is one of these teaches nothing.
 TRIVIAL = ([], 0, "none", "not blocked")
-
-
-@pytest.fixture(scope="module")
-def loaded():
-    if not (Path(DEFAULT_MODEL) / "model.safetensors").exists():
-        pytest.fail(f"the default model is missing from {DEFAULT_MODEL}; lessons are written for it")
-    return load_model(DEFAULT_MODEL)
 
 
 @dataclass(frozen=True)
