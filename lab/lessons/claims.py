@@ -57,6 +57,10 @@ class RunView:
     config: EngineConfig
     siblings: Mapping[str, RunView]  # every variant of the lesson by name, this one included
 
+    @property
+    def last(self) -> StepRecord | None:
+        return self.records[-1] if self.records else None
+
     def step(self, n: int) -> StepRecord:
         if not 0 <= n < len(self.records):
             raise ClaimError(f"the run has steps 0 to {len(self.records) - 1}, not {n}")
@@ -85,6 +89,17 @@ class RunView:
         return [r.step for r in self.records for c in r.batch
                 if c.request_id == request and (not kinds or c.kind in kinds)]
 
+    def free_runs(self, n: int) -> list[int]:
+        """The lengths of the runs of adjacent free GPU pages after step n, by page number."""
+        taken = {b.block_id for b in self.step(n).blocks if b.device == "gpu"}
+        runs, length = [], 0
+        for page in range(self.step(n).budget.num_gpu_blocks):
+            if page in taken:
+                runs, length = runs + [length] * (length > 0), 0
+            else:
+                length += 1
+        return runs + [length] * (length > 0)
+
     def req(self, request: str) -> dict:
         """The request's end-of-run metrics (ttft_ms, e2e_ms, finish_ms, ...)."""
         for m in self.metrics["requests"]:
@@ -101,19 +116,19 @@ class RunView:
     @property
     def names(self) -> dict[str, Any]:
         return {"step": self.step, "events": self.events, "ids": self.ids, "req": self.req, "run": self.run,
-                "batch": self.batch, "tokens": self.tokens, "worked": self.worked,
-                "records": self.records, "last": self.records[-1] if self.records else None,
+                "batch": self.batch, "tokens": self.tokens, "worked": self.worked, "free_runs": self.free_runs,
+                "records": self.records, "last": self.last,
                 "metrics": self.metrics, "config": self.config, **SAFE_FUNCTIONS}
 
 
 SAFE_FUNCTIONS: dict[str, Callable] = {"len": len, "sum": sum, "max": max, "min": min, "round": round,
                                        "abs": abs, "sorted": sorted, "any": any, "all": all}
 _CALLABLE = {*SAFE_FUNCTIONS.values(), RunView.step, RunView.events, RunView.ids, RunView.req, RunView.run,
-             RunView.batch, RunView.tokens, RunView.worked}
+             RunView.batch, RunView.tokens, RunView.worked, RunView.free_runs}
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
 _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-            ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b}
+            ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
 
 
 def evaluate(expression: str, view: RunView) -> Any:
@@ -191,19 +206,22 @@ class _Walker:
     _Tuple = _List
 
     def _ListComp(self, node):
-        return list(self._generate(node))
+        return list(self._generate(node, 0))  # eager, so each scope is popped before anyone reads on
 
     _GeneratorExp = _ListComp
 
-    def _generate(self, node):
-        if len(node.generators) != 1 or not isinstance(node.generators[0].target, ast.Name):
-            raise ClaimError("a comprehension may have one 'for name in ...'")
-        gen = node.generators[0]
+    def _generate(self, node, depth: int):
+        if depth == len(node.generators):
+            yield self.visit(node.elt)
+            return
+        gen = node.generators[depth]
+        if not isinstance(gen.target, ast.Name):
+            raise ClaimError("a comprehension's 'for' takes one name")
         for item in self.visit(gen.iter):
             self.scopes.append({gen.target.id: item})
             try:
                 if all(self.visit(cond) for cond in gen.ifs):
-                    yield self.visit(node.elt)
+                    yield from self._generate(node, depth + 1)
             finally:
                 self.scopes.pop()
 
