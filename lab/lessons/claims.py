@@ -125,6 +125,7 @@ SAFE_FUNCTIONS: dict[str, Callable] = {"len": len, "sum": sum, "max": max, "min"
                                        "abs": abs, "sorted": sorted, "any": any, "all": all}
 _CALLABLE = {*SAFE_FUNCTIONS.values(), RunView.step, RunView.events, RunView.ids, RunView.req, RunView.run,
              RunView.batch, RunView.tokens, RunView.worked, RunView.free_runs}
+_READ_ONLY_METHODS = {"get", "keys", "values", "items", "count", "index", "startswith", "endswith"}
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
 _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
@@ -174,8 +175,11 @@ class _Walker:
 
     def _Call(self, node):
         func = self.visit(node.func)
-        if getattr(func, "__func__", func) not in _CALLABLE:
-            raise ClaimError("a claim may call only its run's readers and len, sum, max, min, round, abs, sorted")
+        reads_a_value = type(getattr(func, "__self__", None)) in (dict, list, tuple, str) and \
+            func.__name__ in _READ_ONLY_METHODS
+        if getattr(func, "__func__", func) not in _CALLABLE and not reads_a_value:
+            raise ClaimError("a claim may call only its run's readers, len, sum, max, min, round, abs, sorted, "
+                             f"any, all and the read-only {', '.join(sorted(_READ_ONLY_METHODS))}")
         return func(*(self.visit(a) for a in node.args), **{k.arg: self.visit(k.value) for k in node.keywords})
 
     def _BinOp(self, node):

@@ -69,8 +69,9 @@ def test_claims_read_only_the_run():
     view = RunView((), {"requests": [{"request_id": "r0", "ttft_ms": 9.0}]}, None, {})
     assert evaluate("req('r0')['ttft_ms'] * 2", view) == 18.0
     assert evaluate("[n for n in [1, 2, 3] if n > 1]", view) == [2, 3]
+    assert evaluate("[m.get('ttft_ms') for m in metrics['requests']]", view) == [9.0]
     for hostile in ("__import__('os')", "req.__globals__", "().__class__", "open('x')", "x := 1",
-                    "(lambda: 1)()", "metrics.get('requests')"):
+                    "(lambda: 1)()", "metrics.pop('requests')", "metrics.clear()", "'{}'.format(metrics)"):
         with pytest.raises(ClaimError):
             evaluate(hostile, view)
 
