@@ -28,9 +28,10 @@ class Claim:
     """A fragment of the lesson's text and the expression its number (or ids, or word) must equal."""
 
     says: str
-    value: str
+    value: str  # an expression; '' when a named test holds the claim instead
     variant: str = "base"
     about: float = 0.0  # absolute tolerance, for "about 48 ms"
+    held_by: str = ""  # a test in tests/lab/test_lessons.py that quotes it, for claims needing many runs (a sweep)
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class RunView:
     metrics: dict
     config: EngineConfig
     siblings: Mapping[str, RunView]  # every variant of the lesson by name, this one included
+    lesson: Any = None  # the Lesson: its challenge and knee tables are facts of its own, read here too
 
     @property
     def last(self) -> StepRecord | None:
@@ -118,10 +120,10 @@ class RunView:
         return {"step": self.step, "events": self.events, "ids": self.ids, "req": self.req, "run": self.run,
                 "batch": self.batch, "tokens": self.tokens, "worked": self.worked, "free_runs": self.free_runs,
                 "records": self.records, "last": self.last,
-                "metrics": self.metrics, "config": self.config, **SAFE_FUNCTIONS}
+                "metrics": self.metrics, "config": self.config, "lesson": self.lesson, **SAFE_FUNCTIONS}
 
 
-SAFE_FUNCTIONS: dict[str, Callable] = {"len": len, "sum": sum, "max": max, "min": min, "round": round,
+SAFE_FUNCTIONS: dict[str, Callable] = {"len": len, "sum": sum, "max": max, "min": min, "round": round, "set": set,
                                        "abs": abs, "sorted": sorted, "any": any, "all": all}
 _CALLABLE = {*SAFE_FUNCTIONS.values(), RunView.step, RunView.events, RunView.ids, RunView.req, RunView.run,
              RunView.batch, RunView.tokens, RunView.worked, RunView.free_runs}
@@ -267,9 +269,10 @@ def check(claim: Claim, value: Any) -> str | None:
 # ---- coverage: what in the text no claim or fact backs -----------------------------------------
 
 # Not statements about a run: a numbered list's marker, a cross-reference to another lesson, a name
-# with a version in it.
+# with a version in it, a deployment's id (`model@gpu`).
 _LIST_MARKER = re.compile(r"^(\s*)\d+\. ", re.MULTILINE)
-_CROSS_REFERENCE = re.compile(r"[Ll]essons? \d+(?:(?:, | and | or |–)\d+)*|Llama \d+(?:\.\d+)*|vLLM \d+\.\d+")
+_CROSS_REFERENCE = re.compile(r"[Ll]essons? \d+(?:(?:, | and | or |–)\d+)*"  # lesson 3, lessons 4 and 5
+                              r"|Llama \d+(?:\.\d+)*|vLLM \d+\.\d+|`[^`]+@[^`]+`")
 
 
 def unbacked(text: str, fragments: list[str]) -> list[str]:

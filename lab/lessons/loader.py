@@ -106,7 +106,10 @@ def _parse_claim(t: Table, variants: tuple[str, ...]) -> Claim:
     variant = t.get("variant", str, BASE)
     if variant not in variants:
         raise t.error("variant", f"unknown variant {variant!r}; the lesson has {', '.join(variants)}")
-    claim = Claim(t.get("says", str), t.get("value", str), variant, float(t.get("about", (int, float), 0)))
+    claim = Claim(t.get("says", str), t.get("value", str, ""), variant, float(t.get("about", (int, float), 0)),
+                  t.get("held_by", str, ""))
+    if bool(claim.value) == bool(claim.held_by):
+        raise t.error("value", "give an expression (value) or the test that holds the claim (held_by), not both")
     t.done()
     return claim
 

@@ -12,7 +12,6 @@ from lab.lessons.claims import Claim, Fact, unbacked
 from lab.lessons.knee import KneeQuestion
 from lab.lessons.rules import BASE, Checkpoint
 
-
 TRY_IT = "Try it"  # a section of exercises: its numbers are values to set, not statements about the run
 
 
