@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine import EngineConfig, StepRecord
+from engine.hardware import GPUS, LINKS, STEP_OVERHEAD_MS, Deployment
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,11 @@ class RunView:
     config: EngineConfig
     siblings: Mapping[str, RunView]  # every variant of the lesson by name, this one included
     lesson: Any = None  # the Lesson: its challenge and knee tables are facts of its own, read here too
+
+    @property
+    def deployment(self) -> Deployment | None:
+        """The deployment the run is priced on (None: unpriced), for the model's and the GPU's numbers."""
+        return Deployment.parse(self.config.deployment) if self.config.deployment else None
 
     @property
     def last(self) -> StepRecord | None:
@@ -120,13 +126,15 @@ class RunView:
         return {"step": self.step, "events": self.events, "ids": self.ids, "req": self.req, "run": self.run,
                 "batch": self.batch, "tokens": self.tokens, "worked": self.worked, "free_runs": self.free_runs,
                 "records": self.records, "last": self.last,
-                "metrics": self.metrics, "config": self.config, "lesson": self.lesson, **SAFE_FUNCTIONS}
+                "metrics": self.metrics, "config": self.config, "lesson": self.lesson, "deployment": self.deployment,
+                "gpus": GPUS, "links": LINKS, "step_overhead_ms": STEP_OVERHEAD_MS, **SAFE_FUNCTIONS}
 
 
 SAFE_FUNCTIONS: dict[str, Callable] = {"len": len, "sum": sum, "max": max, "min": min, "round": round, "set": set,
                                        "abs": abs, "sorted": sorted, "any": any, "all": all}
 _CALLABLE = {*SAFE_FUNCTIONS.values(), RunView.step, RunView.events, RunView.ids, RunView.req, RunView.run,
-             RunView.batch, RunView.tokens, RunView.worked, RunView.free_runs}
+             RunView.batch, RunView.tokens, RunView.worked, RunView.free_runs, Deployment.step_cost,
+             Deployment.swap_ms}
 _READ_ONLY_METHODS = {"get", "keys", "values", "items", "count", "index", "startswith", "endswith"}
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
