@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine import EngineConfig, StepRecord
-from engine.hardware import GPUS, LINKS, STEP_OVERHEAD_MS, Deployment
+from engine.hardware import GPUS, LINK_FRACTION, LINKS, STEP_OVERHEAD_MS, Deployment
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,8 @@ class RunView:
                 "batch": self.batch, "tokens": self.tokens, "worked": self.worked, "free_runs": self.free_runs,
                 "records": self.records, "last": self.last,
                 "metrics": self.metrics, "config": self.config, "lesson": self.lesson, "deployment": self.deployment,
-                "gpus": GPUS, "links": LINKS, "step_overhead_ms": STEP_OVERHEAD_MS, **SAFE_FUNCTIONS}
+                "gpus": GPUS, "links": LINKS, "link_fraction": LINK_FRACTION, "step_overhead_ms": STEP_OVERHEAD_MS,
+                **SAFE_FUNCTIONS}
 
 
 SAFE_FUNCTIONS: dict[str, Callable] = {"len": len, "sum": sum, "max": max, "min": min, "round": round, "set": set,
