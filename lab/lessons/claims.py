@@ -22,6 +22,7 @@ from typing import Any
 
 from engine import EngineConfig, StepRecord
 from engine.hardware import GPUS, LINK_FRACTION, LINKS, STEP_OVERHEAD_MS, Deployment
+from engine.rules import SGLANG_NEW_TOKEN_RATIO
 
 
 @dataclass(frozen=True)
@@ -128,11 +129,13 @@ class RunView:
                 "records": self.records, "last": self.last,
                 "metrics": self.metrics, "config": self.config, "lesson": self.lesson, "deployment": self.deployment,
                 "gpus": GPUS, "links": LINKS, "link_fraction": LINK_FRACTION, "step_overhead_ms": STEP_OVERHEAD_MS,
+                "sglang_new_token_ratio": SGLANG_NEW_TOKEN_RATIO,
                 **SAFE_FUNCTIONS}
 
 
-SAFE_FUNCTIONS: dict[str, Callable] = {"len": len, "sum": sum, "max": max, "min": min, "round": round, "set": set,
-                                       "abs": abs, "sorted": sorted, "any": any, "all": all}
+SAFE_FUNCTIONS: dict[str, Callable] = {"len": len, "sum": sum, "max": max, "min": min, "round": round, "abs": abs,
+                                       "sorted": sorted, "any": any, "all": all, "set": set, "int": int,
+                                       "range": range}
 _CALLABLE = {*SAFE_FUNCTIONS.values(), RunView.step, RunView.events, RunView.ids, RunView.req, RunView.run,
              RunView.batch, RunView.tokens, RunView.worked, RunView.free_runs, Deployment.step_cost,
              Deployment.swap_ms}
