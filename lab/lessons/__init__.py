@@ -6,7 +6,9 @@ hints on what to watch, checkpoints). A checkpoint never stores its answer. It n
 a rule, such as "the requests preempted in this step", that reads the answer off the
 engine's own StepRecord. So the lesson stays true to whatever the engine really does,
 and an engine change that breaks a lesson's story fails ``tests/lab/test_lessons.py``
-instead of misleading a student.
+instead of misleading a student. The prose is held the same way: every number and
+request id it states is a claim read off the run or a fact with its source
+(``tests/lab/test_lesson_claims.py``).
 
 The TOML file, field by field (a bad one raises LessonError naming file and field)::
 
@@ -20,6 +22,9 @@ The TOML file, field by field (a bad one raises LessonError naming file and fiel
     [[watch]]                  steps = [first, last], text, variant (optional)
     [[checkpoints]]            id, at_step, question, rule = {kind, request?, event?}, options?,
                                explain?, variant?, tolerance? (a fraction, for numbers; see RULES)
+    [[claims]]                 says (a quote of the text), value (an expression read off the run, see
+                               lab/lessons/claims.py) or held_by (a test), variant?, about?
+    [[facts]]                  says, source: a number that is not about the run, and where it comes from
     [challenge]                knobs = [...], score = "goodput"?, [challenge.config]? (its own knobs),
                                [challenge.trace]? (its own workload), [[challenge.targets]] metric, stat?,
                                max and/or min

@@ -64,7 +64,7 @@ class RunView:
     @property
     def deployment(self) -> Deployment | None:
         """The deployment the run is priced on (None: unpriced), for the model's and the GPU's numbers."""
-        return Deployment.parse(self.config.deployment) if self.config.deployment else None
+        return Deployment.parse(self.config.deployment) if getattr(self.config, "deployment", None) else None
 
     @property
     def last(self) -> StepRecord | None:
@@ -129,21 +129,27 @@ class RunView:
                 "records": self.records, "last": self.last,
                 "metrics": self.metrics, "config": self.config, "lesson": self.lesson, "deployment": self.deployment,
                 "gpus": GPUS, "links": LINKS, "link_fraction": LINK_FRACTION, "step_overhead_ms": STEP_OVERHEAD_MS,
-                "sglang_new_token_ratio": SGLANG_NEW_TOKEN_RATIO,
+                "sglang_new_token_ratio": SGLANG_NEW_TOKEN_RATIO, "numbers": _numbers,
                 **SAFE_FUNCTIONS}
 
 
 SAFE_FUNCTIONS: dict[str, Callable] = {"len": len, "sum": sum, "max": max, "min": min, "round": round, "abs": abs,
                                        "sorted": sorted, "any": any, "all": all, "set": set, "int": int,
                                        "range": range}
-_CALLABLE = {*SAFE_FUNCTIONS.values(), RunView.step, RunView.events, RunView.ids, RunView.req, RunView.run,
+def _numbers(text: str) -> list[float]:
+    """The numbers an engine's own words state (an event's reason), to hold the lesson's to them."""
+    return [number for number, _ in numbers_in(text)]
+
+
+_CALLABLE = {*SAFE_FUNCTIONS.values(), _numbers, RunView.step, RunView.events, RunView.ids, RunView.req, RunView.run,
              RunView.batch, RunView.tokens, RunView.worked, RunView.free_runs, Deployment.step_cost,
              Deployment.swap_ms}
 _READ_ONLY_METHODS = {"get", "keys", "values", "items", "count", "index", "startswith", "endswith"}
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
 _COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-            ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+            ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+            ast.Is: operator.is_, ast.IsNot: operator.is_not}
 
 
 def evaluate(expression: str, view: RunView) -> Any:
@@ -192,8 +198,8 @@ class _Walker:
         reads_a_value = type(getattr(func, "__self__", None)) in (dict, list, tuple, str) and \
             func.__name__ in _READ_ONLY_METHODS
         if getattr(func, "__func__", func) not in _CALLABLE and not reads_a_value:
-            raise ClaimError("a claim may call only its run's readers, len, sum, max, min, round, abs, sorted, "
-                             f"any, all and the read-only {', '.join(sorted(_READ_ONLY_METHODS))}")
+            raise ClaimError(f"a claim may call only its run's readers, {', '.join(SAFE_FUNCTIONS)} and the "
+                             f"read-only {', '.join(sorted(_READ_ONLY_METHODS))}")
         return func(*(self.visit(a) for a in node.args), **{k.arg: self.visit(k.value) for k in node.keywords})
 
     def _BinOp(self, node):
