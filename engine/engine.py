@@ -300,7 +300,7 @@ class Engine:
         gauges = {"num_requests_finished": sched.num_finished, "num_requests_running": len(sched.running),
                   "num_requests_waiting": len(sched.waiting), "num_requests_swapped": len(sched.swapped),
                   "kv_cache_usage_perc": self.blocks.usage()}
-        per_request = [request_metrics(r) for r in self.requests.values()]
+        per_request = [request_metrics(r, priced=self.deployment is not None) for r in self.requests.values()]
         aggregate = aggregate_metrics(per_request, self.step_index, self.clock_ms, gauges, dict(self.counters),
                                       self.modeled_steps if self.deployment else None, Slo.of(self.config))
         return {"aggregate": aggregate, "requests": per_request}

@@ -15,25 +15,30 @@ if TYPE_CHECKING:
     from engine.request import Request
 
 
-def request_metrics(req: Request) -> dict:
-    """TTFT counts from arrival to the step that produced the first token, inclusive."""
+def request_metrics(req: Request, priced: bool = False) -> dict:
+    """TTFT counts from arrival to the step that produced the first token, inclusive.
+
+    On a priced deployment a request scaled to fit the small model (length_scale s) writes 1/s real
+    tokens in each step that samples one of its tokens (engine/pricing.py prices those steps as 1/s
+    real steps), so its gaps between real tokens, ITL and TPOT in ms, are s times the steps' gaps."""
     out: dict = {"request_id": req.request_id, "num_prompt_tokens": req.num_prompt_tokens,
                  "num_generation_tokens": len(req.output_token_ids), "num_preemptions": req.num_preemptions,
                  "finish_reason": req.finish_reason.value if req.finish_reason else None}
     started = req.first_scheduled_step is not None
+    per_token = req.length_scale if priced else 1.0  # ms between real tokens per ms between its steps' tokens
     out["queue_time_steps"] = req.first_scheduled_step - req.arrival_step if started else None
     out["queue_time_ms"] = req.first_scheduled_ms - req.arrival_ms if started else None
     if req.token_steps:
         out["ttft_steps"] = req.token_steps[0] - req.arrival_step + 1
         out["ttft_ms"] = req.token_ms[0] - req.arrival_ms
         out["itl_steps"] = np.diff(req.token_steps).tolist()
-        out["itl_ms"] = np.diff(req.token_ms).tolist()
+        out["itl_ms"] = (np.diff(req.token_ms) * per_token).tolist()
     if req.finish_step is not None and req.token_steps:
         out["e2e_steps"] = req.finish_step - req.arrival_step + 1
         out["e2e_ms"] = req.finish_ms - req.arrival_ms
         # Time per output token after the first, as vLLM's serving benchmark defines it.
         n = len(req.token_ms)
-        out["tpot_ms"] = (req.token_ms[-1] - req.token_ms[0]) / (n - 1) if n > 1 else None
+        out["tpot_ms"] = (req.token_ms[-1] - req.token_ms[0]) / (n - 1) * per_token if n > 1 else None
     return out
 
 

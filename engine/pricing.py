@@ -1,30 +1,71 @@
 """A step priced on a deployment (engine/hardware.py), and the reasons that quote what it cost there.
 
 The engine runs a small model; a deployment says what the same step would cost a
-production model on a named GPU. Requests scaled down to fit the small model
-(length_scale) are priced at their real size.
+production model on a named GPU. A request scaled down to fit the small model
+(length_scale s) stands for a real one 1/s times as long, and is priced as that request's
+real steps would cost. Its prompt tokens are parallel work: a chunk of n tokens is n/s real
+tokens in one real step. Its decode tokens are not: one decode token of it is 1/s real decode
+steps in a row (each reads the whole model), not one pass over 1/s tokens.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from engine.hardware import Deployment, StepCost
 from engine.records import Event
 from engine.request import Request
 
 
+@dataclass(frozen=True)
+class Work:
+    """One request's share of a step, at the small model's size."""
+
+    new: int  # tokens computed in the step
+    cached: int  # tokens already in its KV cache
+    scale: float = 1.0  # its length_scale
+    decode: bool = False  # a decode (one token, sequential in real life) rather than prompt work
+
+
+def real_steps(dep: Deployment, work: list[Work], swapped_tokens: float = 0.0) -> StepCost:
+    """What the real engine pays for one step of the small one: a first real step holding every
+    request's real tokens (a decode's first token, each prompt chunk's n/s), then the decodes going
+    on, one real token a step, until each has written its 1/s tokens (against its context halfway
+    through each run of identical steps). The host copies are paid once."""
+    steps = [(1, dep.step_cost([(1 if w.decode else w.new / w.scale, w.cached / w.scale) for w in work]))]
+    decodes = [w for w in work if w.decode]
+    done = 1
+    for upto in sorted({round(1 / w.scale) for w in decodes}):
+        if upto > done:  # real steps done+1 .. upto: the decodes still writing
+            going = [(1, w.cached / w.scale + (done + upto - 1) / 2) for w in decodes if round(1 / w.scale) >= upto]
+            steps.append((upto - done, dep.step_cost(going)))
+            done = upto
+    swap = dep.swap_ms(swapped_tokens) if swapped_tokens else 0.0
+    gpu_ms = sum(n * c.total_ms for n, c in steps)
+    total = gpu_ms + swap
+    parts = {name: sum(n * c.parts[name] for n, c in steps) for name in steps[0][1].parts} | {"swap": swap}
+    compute_ms = sum(n * c.total_ms for n, c in steps if c.bound == "compute")
+
+    def utilisation(of: str) -> float:  # each step's share of peak, weighted by its time, over the total
+        return sum(n * getattr(c, of) * c.total_ms for n, c in steps) / total if total else 0.0
+
+    return StepCost(total, parts, "compute" if compute_ms > gpu_ms / 2 else "memory",
+                    sum(n * c.flops for n, c in steps), sum(n * c.bytes for n, c in steps),
+                    utilisation("mfu"), utilisation("mbu"), swap)
+
+
 def price_step(dep: Deployment, block_size: int, batch: list[tuple[Request, int]], events: list[Event],
                requests: dict[str, Request]) -> tuple[StepCost, list[Event]]:
-    """The step's cost, each request's new tokens against its cached context, plus the swap copies
-    (read off the step's swap events); and the events, where a swap's or a recompute's reason gains
-    what it costs on the deployment."""
+    """The step's cost (its real steps, plus the swap copies read off the step's swap events); and the
+    events, where a swap's or a recompute's reason gains what it costs on the deployment."""
 
     def real(tokens: float, e: Event) -> float:  # a request scaled to fit the small model, at full size
         return tokens / requests[e.request_id].length_scale
 
     copied = {i: real(len(e.data["blocks"]) * block_size, e) for i, e in enumerate(events)
               if e.kind in ("swapped_out", "swapped_in")}
-    cost = dep.step_cost([(n / req.length_scale, req.num_computed_tokens / req.length_scale) for req, n in batch],
-                         sum(copied.values()))
+    work = [Work(n, req.num_computed_tokens, req.length_scale, req.chunk_kind(n) == "decode") for req, n in batch]
+    cost = real_steps(dep, work, sum(copied.values()))
     priced = []
     for i, e in enumerate(events):
         if i in copied:
@@ -32,7 +73,7 @@ def price_step(dep: Deployment, block_size: int, batch: list[tuple[Request, int]
             e = Event(e.kind, e.request_id, f"{e.reason}; {tokens * dep.kv_bytes_per_token / 1e6:.1f} MB of KV at "
                       f"{dep.model}'s size, {dep.swap_ms(tokens) * 1000:.0f} us over {dep.host_link} (modeled)", e.data)
         elif e.kind == "recompute_started":
-            alone = dep.step_cost([(real(e.data["tokens"], e), 0)]).total_ms
+            alone = real_steps(dep, [Work(e.data["tokens"], 0, requests[e.request_id].length_scale)]).total_ms
             e = Event(e.kind, e.request_id, f"{e.reason}; about {alone:.1f} ms of prefill on {dep.name} if it ran "
                       "alone (modeled)", e.data)
         priced.append(e)

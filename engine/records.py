@@ -95,6 +95,7 @@ class RequestView:
     finish_reason: str | None
     output_text: str
     arrival_ms: float | None = None  # an arrival by time, on the modeled clock (None: it arrived by step)
+    length_scale: float = 1.0  # its token counts are this fraction of the real request's (engine/pricing.py)
 
 
 @dataclass(slots=True)

@@ -25,6 +25,7 @@ class _Timeline:
     num_preemptions: int = 0
     finish_reason: FinishReason | None = None
     arrival_ms: float | None = None
+    length_scale: float = 1.0
     first_scheduled_step: int | None = None
     first_scheduled_ms: float | None = None
     finish_step: int | None = None
@@ -54,7 +55,7 @@ def _timelines(records: list[StepRecord]) -> list[_Timeline]:
     for rec, (start, end) in zip(records, step_spans(records), strict=True):
         for rid, view in rec.requests.items():
             t = seen.setdefault(rid, _Timeline(rid, view.arrival_step, view.num_prompt_tokens))
-            t.num_preemptions = view.num_preemptions
+            t.num_preemptions, t.length_scale = view.num_preemptions, view.length_scale
             t.finish_reason = FinishReason(view.finish_reason) if view.finish_reason else None
         for e in rec.events:
             if e.kind == "arrived":
@@ -74,7 +75,8 @@ def run_metrics(records: list[StepRecord], slo: Slo | None = None) -> dict:
     Same keys and values as the engine's (a request that had not arrived by the last
     record is absent), plus what only the step history shows: peak KV usage and
     throughput per step. kv_cache_usage_perc is the records' rounded value."""
-    per_request = [request_metrics(t) for t in _timelines(records)]  # duck-typed: a _Timeline reads as a Request
+    priced = any(r.modeled is not None for r in records)
+    per_request = [request_metrics(t, priced) for t in _timelines(records)]  # a _Timeline reads as a Request
     clock_ms = step_spans(records)[-1][1] if records else 0.0
 
     def final(name: str) -> float:  # a gauge or counter after the last step (all 0 before the first)
