@@ -275,27 +275,30 @@ def test_the_budget_near_the_ridge_balances_ttft_and_itl(loaded):
 
 def test_swap_or_recompute_depends_on_model_and_link(loaded):
     """Lesson 10: swap ends sooner for Llama 3.1 8B on both links (sooner still over NVLink-C2C) and
-    for 70B on four GPUs (by more); for Llama 2 7B's larger KV it loses by about 1% on PCIe Gen4 and by
-    over a tenth on Gen3. Recompute never touches the link; the runs never preempted finish later under swap,
-    the first victim about 48 ms sooner, the second within 2 ms."""
+    for 70B on four GPUs (by more); for Llama 2 7B's larger KV its lead shrinks with the link but never
+    turns, although over Gen3 each copy costs more than the prefill it avoids: what decides the run is
+    when the victims come back. Recompute never touches the link; the requests never preempted finish
+    later under swap, the first victim much sooner. (The text's numbers are its [[claims]].)"""
     lesson = BY_ID["10_swap_or_recompute"]
     end = {v: finish(loaded, lesson, v).records[-1].modeled.clock_ms for v in lesson.variant_names}
     assert end["swap_c2c"] < end["swap"] < end["base"]
     assert end["base"] - end["swap"] < end["recompute_70b"] - end["swap_70b"]
-    assert end["recompute_mha"] < end["swap_mha"] < end["swap_mha_gen3"]
-    assert (end["swap_mha"] - end["recompute_mha"]) / end["recompute_mha"] < 0.02  # "by about 1%"
-    assert (end["swap_mha_gen3"] - end["recompute_mha"]) / end["recompute_mha"] > 0.1
+    assert end["swap_mha"] < end["swap_mha_gen3"] < end["recompute_mha"]
+    gen3, recompute = finish(loaded, lesson, "swap_mha_gen3"), finish(loaded, lesson, "recompute_mha")
+    prefill_ms = {e.request_id: float(e.reason.split("about ")[-1].split(" ms")[0])
+                  for r in recompute.records for e in r.events if e.kind == "recompute_started"}
+    for r in gen3.records:
+        for e in r.events:
+            if e.kind == "swapped_out" and e.request_id in prefill_ms:
+                assert r.modeled.swap_ms > prefill_ms[e.request_id], (r.step, e.request_id)
     base, swap = finish(loaded, lesson), finish(loaded, lesson, "swap")
     assert base.outputs == swap.outputs
     assert sum(r.modeled.swap_ms for r in base.records) == 0
     victims = {e.request_id for r in base.records for e in r.events if e.kind == "preempted"}
+    assert victims == {"r2", "r3"}
     for rid in {"r0", "r1", "r2", "r3"} - victims:
         assert swap.request(rid)["e2e_ms"] > base.request(rid)["e2e_ms"]
-    assert victims == {"r2", "r3"}
-    assert 45 < base.request("r3")["e2e_ms"] - swap.request("r3")["e2e_ms"] < 50  # "about 48 ms sooner"
-    assert abs(base.request("r2")["e2e_ms"] - swap.request("r2")["e2e_ms"]) < 2
-    says(lesson, "it finishes about 48 ms sooner", "ends within 2 ms either way", "by about 1%")
-    assert sum(r.modeled.swap_ms for r in finish(loaded, lesson, "swap_mha_gen3").records) > 100
+    assert base.request("r3")["e2e_ms"] - swap.request("r3")["e2e_ms"] > 300
 
 
 def test_five_engines_trade_first_tokens_against_pacing(loaded):
