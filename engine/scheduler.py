@@ -152,6 +152,9 @@ class Scheduler:
             out.schedule(req, n)
 
     def _schedule_waiting(self, out: SchedulerOutput) -> None:
+        if self.waiting and out.budget_left == 0:  # the queue's head waits too, and should say why
+            out.note("blocked", self.waiting.peek(), reasons.no_budget_left(self.config.max_num_batched_tokens),
+                     limit="token_budget")
         while self.waiting and out.budget_left > 0:
             req = self.waiting.peek()
             if any(r is req for r in out.preempted):
