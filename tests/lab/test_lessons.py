@@ -372,7 +372,7 @@ def test_every_lesson_names_its_engine_and_what_prices_its_numbers():
 
 # ---- the challenge ----------------------------------------------------------------------------
 
-SOLUTION = {"step_order": "decode_first", "max_num_seqs": 16, "max_num_batched_tokens": 64}
+SOLUTION = {"max_num_batched_tokens": 128, "max_num_seqs": 16}
 
 
 @functools.cache
@@ -386,9 +386,10 @@ def attempt(loaded, **knobs):
 
 
 def test_challenge_fails_the_start_and_passes_a_tuned_config(loaded):
-    """On the challenge's own trace: the lesson's prefill-first start misses both targets; decode first
-    with a small budget and more seats meets them; a big budget and many seats misses again, while
-    every setting has about the same throughput (the lesson's point: throughput does not tell)."""
+    """On the challenge's own trace: the lesson's start (a 32-token budget, eight seats) misses both
+    targets; a bigger budget and more seats meet them; decode first alone, on the small budget, misses
+    by more than the start (long prompts crawl in beside the decodes), while every setting finishes
+    about the same requests (the lesson's point: throughput does not tell)."""
     spec = BY_ID["08_it_depends"].challenge
     assert set(SOLUTION) <= set(spec.knobs) and spec.workload is not None and spec.score == "goodput"
     start = attempt(loaded)
@@ -396,20 +397,18 @@ def test_challenge_fails_the_start_and_passes_a_tuned_config(loaded):
     tuned = attempt(loaded, **SOLUTION)
     assert tuned.passed, tuned.message
     assert all(r.met for r in tuned.results) and tuned.score > start.score and tuned.knobs == SOLUTION
-    big = attempt(loaded, step_order="decode_first", max_num_seqs=32, max_num_batched_tokens=256)
-    assert not big.passed and big.score < tuned.score
+    decode_first = attempt(loaded, step_order="decode_first")
+    assert not decode_first.passed and decode_first.score < start.score
 
 
 def test_the_leaderboard_ranks_passed_attempts_by_goodput(loaded):
     progress = LessonProgress("08_it_depends")
     start, tuned = attempt(loaded), attempt(loaded, **SOLUTION)
     decode_first = attempt(loaded, step_order="decode_first")
-    for result in (start, decode_first, tuned):
+    for result in (start, tuned, decode_first):
         progress.attempt(result)
-    # Under the 40 ms promise decode first alone passes too, with more goodput than SOLUTION's.
-    assert decode_first.passed and decode_first.score > tuned.score
-    assert progress.challenge is tuned  # the latest attempt
-    assert progress.leaderboard() == [decode_first, tuned, start]
+    assert progress.challenge is decode_first  # the latest attempt
+    assert progress.leaderboard() == [tuned, start, decode_first]  # passed first, then by goodput
     assert progress.complete(BY_ID["08_it_depends"]) is False  # its questions are not answered yet
 
 
