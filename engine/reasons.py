@@ -59,8 +59,12 @@ def swapped_in(num_pages: int) -> str:
     return f"{num_pages} pages copied back from CPU memory; it resumes where it stopped, nothing recomputed"
 
 
-def sequence_cap(max_num_seqs: int) -> str:
-    return f"sequence cap: {max_num_seqs} requests already run (max_num_seqs)"
+def sequence_cap(running: int, max_num_seqs: int) -> str:
+    if running > max_num_seqs:  # lowered live (vLLM fixes it at start): the running requests finish
+        return (f"sequence cap: {running} requests run and the cap is now {max_num_seqs} (max_num_seqs); "
+                "lowering it preempts no one, so no request is admitted until fewer than "
+                f"{max_num_seqs} run")
+    return f"sequence cap: {running} requests already run, the most max_num_seqs allows"
 
 
 def no_admissions_after_preemption() -> str:

@@ -205,7 +205,8 @@ class Scheduler:
         while len(self.running) >= self.config.max_num_seqs:
             victim = rules.lower_priority_victim(self.config, self.running, req)
             if victim is None:
-                out.note("blocked", req, reasons.sequence_cap(self.config.max_num_seqs), limit="seq_cap")
+                out.note("blocked", req, reasons.sequence_cap(len(self.running), self.config.max_num_seqs),
+                         limit="seq_cap")
                 return False
             self._preempt(victim, out, reasons.outranked(req, victim, "seat"))
         return True

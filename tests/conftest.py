@@ -45,3 +45,13 @@ def lab_model(tiny_llama) -> str:
     from engine import DEFAULT_MODEL
 
     return DEFAULT_MODEL if (Path(DEFAULT_MODEL) / "model.safetensors").exists() else tiny_llama
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    """The embedded default model the lessons are written for (their token counts are its tokenizer's)."""
+    from engine import DEFAULT_MODEL, load_model
+
+    if not (Path(DEFAULT_MODEL) / "model.safetensors").exists():
+        pytest.fail(f"the default model is missing from {DEFAULT_MODEL}; lessons are written for it")
+    return load_model(DEFAULT_MODEL)

@@ -11,13 +11,12 @@ import pytest
 
 from tests.browser import test_browser
 from tests.browser.test_browser import assert_no_exception, button, screenshot, wait_for_step
-from tests.lab import test_lessons
 from tests.lab.test_lessons import BY_ID, finish
 
 pytestmark = [pytest.mark.browser, test_browser.FLAKY]
 
-# The fixtures this module shares with test_browser.py and test_lessons.py.
-server, browser, page, loaded = test_browser.server, test_browser.browser, test_browser.page, test_lessons.loaded
+# The fixtures this module shares with test_browser.py (loaded, the lessons' model, is in tests/conftest.py).
+server, browser, page = test_browser.server, test_browser.browser, test_browser.page
 
 LESSON = BY_ID["04_kv_cache_full"]
 

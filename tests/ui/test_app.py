@@ -150,6 +150,23 @@ def test_live_knob_applies_from_the_next_step_and_is_kept_in_history(at):
     assert at.number_input(key="knob_max_num_seqs").value == 2
 
 
+def test_lowering_the_cap_under_running_requests_says_why_more_run_than_it_allows(at):
+    """Issue 31, bug 4: with 7 running, max_num_seqs 16 -> 4 showed "7 / 4 seqs" beside a reason that
+    said "4 requests already run"."""
+    click(at, "step")
+    click(at, "step")
+    running = len(run_of(at).record.running)
+    assert running > 1
+    at.number_input(key="knob_max_num_seqs").set_value(1).run()
+    click(at, "step")
+    record = run_of(at).record
+    assert record.budget.seqs_used == running > record.budget.seq_cap == 1
+    caps = [e.reason for e in record.events if e.data.get("limit") == "seq_cap"]
+    assert caps and all(f"{running} requests run and the cap is now 1" in r for r in caps)
+    assert any(f"{running} requests run under a cap of 1" in c.value for c in at.caption)
+    assert f"sequences</b> {running} / 1 (cap lowered while they ran)" in json.dumps(charts(at)["budget"])
+
+
 def test_engine_preset_in_the_sidebar_sets_its_rules_and_a_later_knob_overrides_one(at):
     click(at, "step")
     at.selectbox(key="knob_engine_preset").set_value("sglang").run()

@@ -19,8 +19,6 @@ from tests.lab.test_lessons import BY_ID, LESSONS, SOLUTION, finish
 from tests.ui.test_app import APP, click, markdown, run_of, scrubber
 from ui.widgets.knobs import widget_kind
 
-loaded = test_lessons.loaded  # the fixture that checks the default model, which the lessons are written for
-
 
 @pytest.fixture
 def open_lesson(lab_model, monkeypatch):

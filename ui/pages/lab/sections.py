@@ -65,6 +65,10 @@ def header(run: History, record: StepRecord) -> None:
         f":red-badge[{s.num_preemptions} preemption{'' if s.num_preemptions == 1 else 's'} so far]"
         + (f" :green-badge[:material/timer: {record.modeled.clock_ms:,.1f} ms modeled]" if record.modeled else "")
         + _oldest_badge(record))
+    if b.seqs_used > b.seq_cap:  # "7 / 4" would read as a broken limit
+        st.caption(f":material/info: {b.seqs_used} requests run under a cap of {b.seq_cap}: `max_num_seqs` was "
+                   "lowered while they ran. Lowering it preempts no one; no request is admitted until fewer "
+                   f"than {b.seq_cap} run.")
     if not run.at_latest:
         st.caption(f":material/history: Looking back at step {record.step} of {len(run.records) - 1}. **Step** "
                    "re-runs the engine from here and drops the later steps; the slider takes you back to them.")
