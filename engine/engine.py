@@ -183,6 +183,8 @@ class Engine:
         timer = _Timer()
         events = self._take_arrivals()                    # due requests join the waiting queue
         decision = self.scheduler.schedule()              # who runs, with how many tokens; who is preempted
+        for req in decision.preempted:                    # a victim queues again from this step
+            req.queued_step, req.queued_ms = self.step_index, self._step_start_ms
         timer.lap("schedule_ms")
         self.runner.copy_pages(decision.swaps)            # the KV copies that swap preemption ordered
         timer.lap("swap_ms")
@@ -209,6 +211,7 @@ class Engine:
             req.arrival_step = self.step_index  # its latencies in steps count from the step it joined
             arrived.append(req)
         for req in sorted(arrived, key=lambda r: (r.arrival_ms, r.arrival_index)):
+            req.queued_step, req.queued_ms = req.arrival_step, req.arrival_ms
             self.scheduler.add(req)
             events.append(Event("arrived", req.request_id, reasons.arrived(req), {}))
         self._step_start_ms = self.clock_ms

@@ -87,4 +87,5 @@ class Recorder:
             max_tokens=req.sampling.max_tokens, num_preemptions=req.num_preemptions,
             num_blocks=self.blocks.num_held(req.request_id),
             finish_reason=req.finish_reason.value if req.finish_reason else None, output_text=req.output_text,
-            arrival_ms=req.arrival_ms if self.by_time else None, length_scale=req.length_scale)
+            arrival_ms=req.arrival_ms if self.by_time else None, length_scale=req.length_scale,
+            queued_step=req.queued_step, queued_ms=req.queued_ms if self.by_time else None)

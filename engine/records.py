@@ -96,6 +96,8 @@ class RequestView:
     output_text: str
     arrival_ms: float | None = None  # an arrival by time, on the modeled clock (None: it arrived by step)
     length_scale: float = 1.0  # its token counts are this fraction of the real request's (engine/pricing.py)
+    queued_step: int | None = None  # when it last joined a queue: its arrival, or the step that preempted it
+    queued_ms: float | None = None  # the same on the modeled clock (None: unpriced, or it arrived by step)
 
 
 @dataclass(slots=True)

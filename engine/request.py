@@ -70,6 +70,9 @@ class Request:
 
     # Timeline, in steps and engine milliseconds, for the latency metrics.
     arrival_ms: float | None = None
+    # When it last joined a queue: its arrival, or the step that preempted it (it waits from there).
+    queued_step: int = 0
+    queued_ms: float | None = None
     first_scheduled_step: int | None = None
     first_scheduled_ms: float | None = None  # the clock as that step began
     token_steps: list[int] = field(default_factory=list)

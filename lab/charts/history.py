@@ -52,10 +52,17 @@ def state_in(record: StepRecord, request_id: str) -> str | None:
 
 def oldest_waiting(record: StepRecord) -> tuple[str, int, float | None] | None:
     """The request that has waited longest in the queue after this step: its id, the steps since it
-    arrived, and the modeled ms since (where it arrived by time). None when nothing waits."""
+    joined the queue (its arrival, or the step that preempted it: a victim waits from there), and the
+    modeled ms since (where it arrived by time). None when nothing waits."""
     if not record.waiting:
         return None
-    rid = min(record.waiting, key=lambda r: (record.requests[r].arrival_step, id_order(r)))
+
+    def since(rid: str) -> int:  # run files from before queued_step was recorded count from arrival
+        view = record.requests[rid]
+        return view.arrival_step if view.queued_step is None else view.queued_step
+
+    rid = min(record.waiting, key=lambda r: (since(r), id_order(r)))
     view = record.requests[rid]
-    ms = record.modeled.clock_ms - view.arrival_ms if record.modeled and view.arrival_ms is not None else None
-    return rid, record.step + 1 - view.arrival_step, ms
+    queued_ms = view.queued_ms if view.queued_step is not None else view.arrival_ms
+    ms = record.modeled.clock_ms - queued_ms if record.modeled and queued_ms is not None else None
+    return rid, record.step + 1 - since(rid), ms

@@ -388,3 +388,18 @@ def test_on_a_projector_every_tick_and_legend_is_at_least_18_px(swap_run):
         sizes = [axis.tickfont.size or default for axis in [*fig.select_xaxes(), *fig.select_yaxes()]]
         sizes.append(fig.layout.legend.font.size or default)
         assert min(sizes) >= 18, f"{name}: text of {min(sizes)} px on the projector"
+
+
+def test_the_oldest_wait_counts_from_when_a_request_last_joined_the_queue(loaded):
+    """Issue 31, bug 5: in lesson 4, r2 (preempted at step 5) read as the oldest waiter, "8 steps",
+    counted from its arrival at step 0, while r3 had waited since step 2. One step reads "1 step"."""
+    from lab.charts.history import oldest_waiting
+    from lab.lessons import load_lessons, start_engine
+    from ui.pages.lab.sections import _oldest_badge
+
+    lesson = next(lesson for lesson in load_lessons() if lesson.id == "04_kv_cache_full")
+    records = start_engine(lesson, loaded=loaded).run()
+    assert "r2" in records[7].waiting and "r3" in records[7].waiting
+    assert records[7].requests["r2"].queued_step == 5 and records[7].requests["r3"].queued_step == 2
+    assert oldest_waiting(records[7]) == ("r3", 6, None)
+    assert oldest_waiting(records[2]) == ("r3", 1, None) and "r3: 1 step]" in _oldest_badge(records[2])

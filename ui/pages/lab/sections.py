@@ -81,7 +81,7 @@ def _oldest_badge(record: StepRecord) -> str:
     if oldest is None:
         return ""
     rid, steps, ms = oldest
-    waited = f"{steps} steps" + (f", {ms:,.0f} ms" if ms is not None else "")
+    waited = f"{steps} step{'' if steps == 1 else 's'}" + (f", {ms:,.0f} ms" if ms is not None else "")
     return f" :orange-badge[oldest waiting {rid}: {waited}]"
 
 
