@@ -66,7 +66,6 @@ class Engine:
         # looks only at the requests that arrive in it.
         self._pending: list[tuple[int, int, Request]] = []
         self._pending_ms: list[tuple[float, int, Request]] = []
-        self._events: list[Event] = []  # said between steps, reported with the next one
         self.modeled_steps: list[tuple[float, float, float]] = []  # (ms, mfu, mbu) of each priced step
         self.recorder = Recorder(self.config, self.scheduler, self.requests, self.loaded.text_of,
                                  by_time=self.deployment is not None)
@@ -87,11 +86,7 @@ class Engine:
         req = Request(request_id, token_ids, params, priority=priority, length_scale=float(length_scale),
                       arrival_step=max(self.step_index, arrival_step or 0), arrival_index=len(self.requests))
         self.requests[request_id] = req
-        why = self._never_fits(req)
-        if why:
-            self._finish(req, FinishReason.REJECTED)
-            self._events.append(Event("rejected", request_id, why, {}))
-        elif arrival_ms is not None:
+        if arrival_ms is not None:
             req.arrival_ms = max(float(arrival_ms), self.clock_ms)
             heapq.heappush(self._pending_ms, (req.arrival_ms, req.arrival_index, req))
         else:
@@ -129,8 +124,9 @@ class Engine:
         if not isinstance(arrival_ms, int | float) or isinstance(arrival_ms, bool) or not arrival_ms >= 0:
             raise ValueError(f"arrival_ms must be a number >= 0; got {arrival_ms!r}")
 
-    def _never_fits(self, req: Request) -> str | None:
-        """Reject at once what could never be served, instead of letting it wait forever."""
+    def never_fits(self, req: Request) -> str | None:
+        """Why the request could never be served under these knobs (None if it could): it is refused
+        when it arrives, instead of waiting forever."""
         total = req.max_total_tokens
         if total > self.max_model_len:
             return f"can never fit: prompt plus max_tokens is {total} tokens, max_model_len is {self.max_model_len}"
@@ -150,12 +146,6 @@ class Engine:
                     f"output, up to {total} tokens) must run in one step of max_num_batched_tokens="
                     f"{self.config.max_num_batched_tokens}")
         return None
-
-    @property
-    def unreported(self) -> tuple[Event, ...]:
-        """Decisions made between steps (a request refused as it was added), not yet in a record:
-        what a run that cannot start has to say for itself."""
-        return tuple(self._events)
 
     def update_config(self, **changes) -> None:
         """Change live knobs between steps; the next step schedules under the new values."""
@@ -198,7 +188,7 @@ class Engine:
     def _take_arrivals(self) -> list[Event]:
         """The requests whose arrival has come join the waiting queue, first come first queued; an
         idle engine's clock first jumps to the next arrival by time."""
-        events, self._events = self._events, []
+        events = []
         if self._pending_ms and self._idle():
             self.clock_ms = max(self.clock_ms, self._pending_ms[0][0])
         arrived = []
@@ -211,9 +201,14 @@ class Engine:
             req.arrival_step = self.step_index  # its latencies in steps count from the step it joined
             arrived.append(req)
         for req in sorted(arrived, key=lambda r: (r.arrival_ms, r.arrival_index)):
+            events.append(Event("arrived", req.request_id, reasons.arrived(req), {}))
+            why = self.never_fits(req)  # refused when it arrives, not when it was submitted
+            if why:
+                self._finish(req, FinishReason.REJECTED)
+                events.append(Event("rejected", req.request_id, why, {}))
+                continue
             req.queued_step, req.queued_ms = req.arrival_step, req.arrival_ms
             self.scheduler.add(req)
-            events.append(Event("arrived", req.request_id, reasons.arrived(req), {}))
         self._step_start_ms = self.clock_ms
         return events
 

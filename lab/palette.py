@@ -3,8 +3,8 @@
 Every view takes its colours from here, so request r3 is the same colour in the
 queues, the block map, the budget bar and the timeline. Each colour has one job: a
 hue is a request's identity and nothing else, so a state is drawn in greys (light for
-waiting, dark for decoding) and only the two kinds of trouble, preemption (red) and swap
-(magenta), have hues of their own, which no request uses. A newcomer read r2's green as
+waiting, dark for decoding) and only trouble, preemption (red), swap (magenta) and a refusal
+(dark red), has hues of its own, which no request uses. A newcomer read r2's green as
 "finished" and r4's sky blue as "stalled" when states had hues too (tests/lab/test_charts.py
 measures the distances). The request colours are Okabe-Ito and Paul Tol's "muted" set,
 chosen to stay distinct under the common forms of colour blindness, less the three that
@@ -18,6 +18,7 @@ import zlib
 
 PREEMPTED = "#CC3311"  # trouble: a request lost its KV pages
 SWAPPED = "#EE3377"  # trouble: a request's KV pages went to CPU memory
+REJECTED = "#661100"  # trouble: a request refused as it arrived, since it could never fit
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#F0E442")  # less vermillion, near PREEMPTED
 TOL_MUTED = ("#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#DDCC77", "#882255", "#AA4499")  # less rose
 REQUEST_COLORS = OKABE_ITO + TOL_MUTED
@@ -34,6 +35,7 @@ STATE_COLORS = {
     "prefilling": "#7E7E7E",
     "decoding": "#3C3C3C",
     "finished": "#000000",
+    "rejected": REJECTED,
     "preempted": PREEMPTED,
     "swapped": SWAPPED,
 }
@@ -45,7 +47,7 @@ MOVE_MARKS = {
     "preempted": ("x-thin-open", PREEMPTED),
     "swapped_out": ("triangle-down", SWAPPED),
     "finished": ("star", "#000000"),
-    "rejected": ("circle-x-open", PREEMPTED),
+    "rejected": ("circle-x-open", REJECTED),
 }
 
 # Pattern of a chunk's segment in the forward-pass bar: the colour says whose, the hatch says what kind.

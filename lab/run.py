@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from engine import DEFAULT_MODEL, Engine, EngineConfig, LoadedModel, StepRecord, load_model
 from engine.knobs import LIVE_KNOBS
+from engine.records import Event
 from engine.workload import WorkloadItem, submit
 from lab.budgets import engine_for
 
@@ -141,12 +142,16 @@ class Run(History):
         return self.at_latest and not self.engine.has_unfinished_requests()
 
     @property
-    def refused(self) -> list:
-        """When no request can ever run (each refused as it was added), the refusals, with their
-        reasons: they would be reported with step 0, but there is no step 0 to take."""
-        if self.records or self.engine.has_unfinished_requests():
+    def refused(self) -> list[Event]:
+        """Before step 0, when no request can ever run under these knobs: each one's refusal, with
+        its reason (the engine refuses each as it arrives; said here, no step is wasted on it)."""
+        if self.records:
             return []
-        return [e for e in self.engine.unreported if e.kind == "rejected"]
+        engine = self.engine
+        why = {rid: engine.never_fits(req) for rid, req in engine.requests.items()}
+        if not why or not all(why.values()):
+            return []
+        return [Event("rejected", rid, reason, {}) for rid, reason in why.items()]
 
     def prompt_tokens(self) -> dict[str, int]:
         """Each submitted request's prompt length in tokens, before it has even arrived."""

@@ -43,9 +43,11 @@ TIMELINE_STATES = {"prefill": "prefilling", "prefill_chunk": "prefilling", "reco
 
 def state_in(record: StepRecord, request_id: str) -> str | None:
     """The request's phase in this step (StepRecord.phase_of) in the timeline's vocabulary; the step
-    it finishes in reads "finished", so the timeline shows where each request ended."""
+    it finishes in reads "finished" (or "rejected", where it was refused), so the timeline shows where
+    each request ended."""
     if request_id in record.finished:
-        return "finished"
+        view = record.requests.get(request_id)
+        return "rejected" if view is not None and view.finish_reason == "rejected" else "finished"
     phase = record.phase_of(request_id)
     return TIMELINE_STATES.get(phase, phase)
 

@@ -67,9 +67,12 @@ def test_a_request_that_can_never_fit_is_rejected_with_its_reason(tiny_llama):
     from engine import Engine
 
     engine = Engine(EngineConfig(model=tiny_llama, max_model_len=64))
-    rid = engine.add_request("x " * 500, SamplingParams(max_tokens=10**9))
-    assert engine.run() == []  # nothing to serve: the refusal waits, unreported, for a step that never comes
-    assert any(e.kind == "rejected" and e.request_id == rid and "max_model_len" in e.reason for e in engine.unreported)
+    rid = engine.add_request("x " * 500, SamplingParams(max_tokens=10**9), arrival_step=3)
+    records = engine.run()  # refused when it arrives (issue 31, bug 7: it was refused in step 0's events)
+    assert [r.step for r in records] == [0, 1, 2, 3]
+    assert not any(e.kind == "rejected" for r in records[:3] for e in r.events)
+    assert any(e.kind == "rejected" and e.request_id == rid and "max_model_len" in e.reason for e in records[3].events)
+    assert records[3].requests[rid].finish_reason == "rejected"
 
 
 LINK_CASES = [

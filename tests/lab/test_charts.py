@@ -21,6 +21,7 @@ from lab.palette import (
     FREE,
     MOVE_MARKS,
     PREEMPTED,
+    REJECTED,
     REQUEST_COLORS,
     STATE_COLORS,
     SWAPPED,
@@ -235,15 +236,17 @@ def chroma(color: str) -> float:
 
 def test_no_request_colour_can_be_read_as_a_state():
     """Hue is a request's identity only. States are greys (a request colour has chroma >= 25, a
-    state's grey <= 1), and the two trouble hues are at least 30 apart from every request colour:
-    before, decoding was r0's blue (3 apart), stalled r8's sky (6), finished r9's teal (8)."""
-    trouble = {PREEMPTED, SWAPPED}
+    state's grey <= 1), and the three trouble hues are at least 30 apart from every request colour
+    and from each other: before, decoding was r0's blue (3 apart), stalled r8's sky (6), finished
+    r9's teal (8)."""
+    trouble = {PREEMPTED, SWAPPED, REJECTED}
     greys = [c for c in STATE_COLORS.values() if c not in trouble] + [c for _, c in MOVE_MARKS.values()
                                                                       if c not in trouble]
     assert set(STATE_COLORS.values()) - set(greys) == trouble
     assert all(chroma(c) <= 1 for c in greys)
     assert min(chroma(c) for c in REQUEST_COLORS) >= 25
     assert min(delta_e(r, t) for r in REQUEST_COLORS for t in trouble) >= 30
+    assert min(delta_e(a, b) for a in trouble for b in trouble if a != b) >= 30
     levels = sorted(cielab(c)[0] for c in set(greys))  # the greys apart from each other, too
     assert min(b - a for a, b in zip(levels, levels[1:], strict=False)) >= 10
     assert min(delta_e(a, b) for i, a in enumerate(REQUEST_COLORS) for b in REQUEST_COLORS[i + 1:]) >= 12
@@ -403,3 +406,21 @@ def test_the_oldest_wait_counts_from_when_a_request_last_joined_the_queue(loaded
     assert records[7].requests["r2"].queued_step == 5 and records[7].requests["r3"].queued_step == 2
     assert oldest_waiting(records[7]) == ("r3", 6, None)
     assert oldest_waiting(records[2]) == ("r3", 1, None) and "r3: 1 step]" in _oldest_badge(records[2])
+
+
+def test_a_rejected_request_is_drawn_as_refused_at_the_step_it_arrived(tiny_llama):
+    """Issue 31, bug 7: a request that could never fit was drawn as finished (black), and refused in
+    step 0's events although it arrived later."""
+    from engine import SamplingParams
+
+    engine = Engine(EngineConfig(model=tiny_llama, max_model_len=64))
+    engine.add_request("fine", SamplingParams(max_tokens=4))
+    rid = engine.add_request("x " * 200, SamplingParams(max_tokens=10), arrival_step=2)
+    records = engine.run()
+    assert [state_in(r, rid) for r in records[:3]] == [None, None, "rejected"]
+    assert all(e.kind != "rejected" for r in records[:2] for e in r.events)
+    fig = timeline.requests_figure(records, len(records))
+    cells = dict(zip(fig.data[0].y, fig.data[0].z, strict=True))
+    row = list(dict.fromkeys(r for rec in records for r in rec.requests)).index(rid)
+    assert cells[row][2] == timeline.STATES.index("rejected")
+    assert STATE_COLORS["rejected"] == REJECTED and any(t.name == "rejected" for t in fig.data)
