@@ -12,12 +12,12 @@ import streamlit as st
 from ui.pages import ab, lessons, sweep
 from ui.pages import lab as lab_page
 
-st.set_page_config(page_title="Scheduler Loop Lab", page_icon="🧮", layout="wide")
+st.set_page_config(page_title="Scheduler Loop Lab", page_icon=":material/play_circle:", layout="wide")
 
-LAB = st.Page(lab_page.page, title="Step the scheduler", icon="🧮", url_path="lab", default=True)
-PAGES = [LAB, st.Page(lambda: lessons.catalogue(LAB), title="Lessons", icon="🎓", url_path="lessons"),
-         st.Page(lessons.glossary, title="Glossary", icon="📖", url_path="glossary"),
-         st.Page(ab.page, title="A/B: two configs", icon="⚖️", url_path="ab"),
-         st.Page(sweep.page, title="Sweep a knob", icon="📈", url_path="sweep")]
+LAB = st.Page(lab_page.page, title="Step the scheduler", icon=":material/play_circle:", url_path="lab", default=True)
+PAGES = [LAB, st.Page(lambda: lessons.catalogue(LAB), title="Lessons", icon=":material/school:", url_path="lessons"),
+         st.Page(lessons.glossary, title="Glossary", icon=":material/menu_book:", url_path="glossary"),
+         st.Page(ab.page, title="A/B: two configs", icon=":material/compare_arrows:", url_path="ab"),
+         st.Page(sweep.page, title="Sweep a knob", icon=":material/show_chart:", url_path="sweep")]
 
 st.navigation(PAGES).run()

@@ -91,6 +91,7 @@ ROWS = tuple(METRICS[m] for m in (
 # Metrics read off the clock: this machine's wall time unless both runs are priced on a deployment.
 CLOCKED = frozenset({"ttft_ms.p95", "itl_ms.p95", "throughput_tokens_per_s", "mfu"})
 WALL_TIME = "not judged: wall time"  # the verdict on a clocked metric of a run timed on this machine
+NO_DIRECTION = "neither: a gauge"  # the verdict on a metric with no better direction (peak KV usage)
 
 
 def diff_table(metrics_a: dict, metrics_b: dict, measured: bool = False) -> list[dict]:
@@ -112,6 +113,8 @@ def diff_table(metrics_a: dict, metrics_b: dict, measured: bool = False) -> list
             better = WALL_TIME
         elif delta is not None and row.better:
             better = "no difference" if delta == 0 else "B" if (delta < 0) == (row.better == "lower") else "A"
+        elif delta is not None:  # a blank read as a missing value ("None" in the A/B table)
+            better = NO_DIRECTION
         change = None if delta is None else 0.0 if delta == 0 else 100 * delta / a if a else None
         rows.append({"metric": row.label, "unit": row.unit, "A": a, "B": b, "delta": delta,
                      "change_pct": change, "better": better})

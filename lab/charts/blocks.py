@@ -126,10 +126,16 @@ def pool_traces(record: StepRecord, previous: StepRecord | None = None) -> list[
             z=z, text=text, hovertext=hover, hoverinfo="text", texttemplate="%{text}", textfont=dict(size=11),
             colorscale=discrete_colorscale(CELL_COLORS), zmin=-0.5, zmax=len(CELL_COLORS) - 0.5, showscale=False,
             xgap=2, ygap=2, hoverongaps=False, name=f"{device.upper()} pool"))
-        traces.append(go.Scatter(
-            x=changed_x, y=changed_y, mode="markers", hoverinfo="skip", showlegend=False, name="changed",
-            marker=dict(symbol="square-open", size=CELL_PX - 4, color=CHANGED_MARK, line=dict(width=2))))
+        traces.append(go.Scatter(  # outlines in the axes' units, so they fit their cells at any width (A/B)
+            x=_outlines(changed_x), y=_outlines(changed_y, across=False), mode="lines", hoverinfo="skip",
+            showlegend=False, name="changed", line=dict(color=CHANGED_MARK, width=2)))
     return traces
+
+
+def _outlines(centres: list[int], across: bool = True) -> list[float | None]:
+    """One coordinate of a closed square path around each cell centre, None between squares."""
+    corners = (-0.4, 0.4, 0.4, -0.4, -0.4) if across else (-0.4, -0.4, 0.4, 0.4, -0.4)
+    return [v for c in centres for v in (*(c + d for d in corners), None)]
 
 
 def legend_traces() -> list[go.Scatter]:

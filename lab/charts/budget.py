@@ -66,7 +66,8 @@ def figure(record: StepRecord) -> go.Figure:
         fig.add([go.Bar(
             y=[0] * len(mine), x=[s["length"] for s in mine], base=[s["start"] for s in mine], orientation="h",
             width=0.8, text=[s["label"] for s in mine], textposition="inside", insidetextanchor="middle",
-            textfont=dict(color=[text_color(s["color"]) for s in mine]),
+            # a halo of the contrasting colour: a white label over white hatching (a prefill) stays legible
+            textfont=dict(color=[text_color(s["color"]) for s in mine], shadow="auto", weight="bold"),
             hovertext=[s["hover"] for s in mine], hoverinfo="text", showlegend=False, name=ROWS[row],
             marker=dict(color=[s["color"] for s in mine], line=dict(width=1, color="#FFFFFF"),
                         pattern=dict(shape=[s["pattern"] for s in mine], fgcolor="#FFFFFF", size=6, solidity=0.3)))],

@@ -46,7 +46,8 @@ def figure(records: list[StepRecord]) -> go.Figure:
                         line=dict(color="#555555", width=2), hovertemplate="attainable %{y:.0f} TFLOP/s"
                         "<extra></extra>"),
              go.Scatter(x=[ridge], y=[peak], mode="markers+text", text=[f"ridge {ridge:.0f} FLOP/B"],
-                        textposition="bottom right", marker=dict(symbol="diamond", size=9, color="#555555"),
+                        # above the roof, where no step can be: a step's dot never covers it (issue 31)
+                        textposition="top left", marker=dict(symbol="diamond", size=9, color="#555555"),
                         name="ridge", hoverinfo="skip")], col=1)
     earlier = [r for r in records[-EARLIER - 1:-1] if r.modeled is not None and r.modeled.flops > 0]
     if earlier:
@@ -65,7 +66,7 @@ def figure(records: list[StepRecord]) -> go.Figure:
                     text=[f"{ms:.2f}"], textposition="outside", cliponaxis=False,
                     hovertemplate=f"{name}: %{{x:.3f}} ms<extra></extra>") for name, ms in parts], col=2)
     fig.axes(x=dict(type="log", title=dict(text="FLOPs per byte")), y=dict(type="log", title=dict(
-        text="TFLOP/s"), range=[-1, math.log10(peak * 1.3)]), col=1)
+        text="TFLOP/s"), range=[-1, math.log10(peak * 2.2)]), col=1)  # room for the ridge's label
     longest = max((ms for _, ms in parts), default=1.0)
     fig.axes(x=dict(title=dict(text="modeled ms"), range=[0, 1.25 * longest]), y=dict(autorange="reversed"), col=2)
     fig.titles_at_left()

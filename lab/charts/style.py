@@ -27,6 +27,9 @@ def house_style(name: str, height: int, **extra) -> dict:
     base = dict(
         template=TEMPLATE, font=FONT, height=height, margin=dict(l=8, r=8, t=36, b=8),
         uirevision=name, hoverlabel=dict(font_size=13, align="left"),
+        # Down the right edge, not across the top: on a phone the toolbar sat on the right-hand
+        # subplot's title (the block map's "CPU swap").
+        modebar=dict(orientation="v", bgcolor="rgba(255,255,255,0.6)"),
         legend=BELOW)
     return {**base, **extra}
 

@@ -7,6 +7,7 @@ threshold. Like a checkpoint, it stores no answer; unlike one, it needs whole ru
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from lab.lessons.rules import Grade
@@ -26,9 +27,10 @@ class KneeQuestion:
     def options(self) -> tuple[str, ...]:
         return (*(f"{r:g}" for r in self.rates), "none of these")
 
-    def sweep(self, lesson, model: str) -> list[SweepPoint]:
-        """The lesson's trace at every rate, each in a fresh engine run to the end (seconds each)."""
-        return run_sweep(lesson.engine_config(model=model), lesson.workload, RATE, list(self.rates))
+    def sweep(self, lesson, model: str, progress: Callable[[int], None] = lambda done: None) -> list[SweepPoint]:
+        """The lesson's trace at every rate, each in a fresh engine run to the end (seconds each);
+        progress(i) after the i-th."""
+        return run_sweep(lesson.engine_config(model=model), lesson.workload, RATE, list(self.rates), progress)
 
     def answer_from(self, points: list[SweepPoint]) -> str:
         below = [p.value for p in points if (p.metrics["aggregate"]["slo_attainment"] or 0.0) < self.attainment]
@@ -44,5 +46,5 @@ class KneeQuestion:
                   f"{p.metrics['aggregate']['goodput']:.2f} of {p.metrics['aggregate']['request_throughput']:.2f} "
                   "requests/s" for p in points]
         if self.explain:
-            lines.append(self.explain)
+            lines += ["", self.explain]  # a paragraph of its own, not a continuation of the last rate's line
         return Grade(given == right, right, "\n".join(lines))

@@ -161,7 +161,13 @@ def test_block_map_outlines_what_changed_since_the_previous_step(swap_run):
         before = {b.block_id: (b.state, b.owners) for b in prev.blocks if b.device == "gpu"}
         now = {b.block_id: (b.state, b.owners) for b in record.blocks if b.device == "gpu"}
         expected = {grid.cell(i)[::-1] for i in range(grid.num_blocks) if before.get(i) != now.get(i)}
-        assert set(zip(outlines[0].x, outlines[0].y, strict=True)) == expected
+        points = list(zip(outlines[0].x, outlines[0].y, strict=True))
+        squares = [points[i:i + 5] for i in range(0, len(points), 6)]  # a closed square, then a break
+        assert all(points[i + 5] == (None, None) for i in range(0, len(points), 6))
+        # each square sits inside its own cell, in the axes' units: it cannot spill at any width (issue 31)
+        assert {(round((min(x for x, _ in q) + max(x for x, _ in q)) / 2), round(
+            (min(y for _, y in q) + max(y for _, y in q)) / 2)) for q in squares} == expected
+        assert all(max(x for x, _ in q) - min(x for x, _ in q) < 1 for q in squares)
 
 
 def test_budget_bar_adds_up_to_the_tokens_the_step_ran(swap_run):
@@ -424,3 +430,37 @@ def test_a_rejected_request_is_drawn_as_refused_at_the_step_it_arrived(tiny_llam
     row = list(dict.fromkeys(r for rec in records for r in rec.requests)).index(rid)
     assert cells[row][2] == timeline.STATES.index("rejected")
     assert STATE_COLORS["rejected"] == REJECTED and any(t.name == "rejected" for t in fig.data)
+
+
+def test_the_ridge_label_sits_above_the_roof_where_no_step_dot_can_be(loaded):
+    """Issue 31: a step's dot covered the "ridge" label (drawn below the ridge point, where steps
+    land). Over lesson 9's run, every dot is on or under the roof, and the label is above it."""
+    from lab.charts import roofline
+    from lab.lessons import load_lessons, start_engine
+
+    lesson = next(lesson for lesson in load_lessons() if lesson.id == "09_gpu_step_cost")
+    records = start_engine(lesson, loaded=loaded).run()
+    for n in (4, 8, 12):
+        fig = roofline.figure(records[:n + 1])
+        roof = next(t for t in fig.data if t.name == "roof")
+        ridge = next(t for t in fig.data if t.name == "ridge")
+        dot = next(t for t in fig.data if t.name == f"step {n}")
+        assert ridge.textposition.startswith("top") and ridge.y[0] == max(roof.y)
+        assert dot.y[0] <= max(roof.y) * 1.0001
+        top = fig.layout.yaxis.range[1]
+        assert 10 ** top >= 2 * ridge.y[0]  # room above the roof for the label
+
+
+def test_a_label_on_a_hatched_chunk_has_a_contrasting_halo(swap_run):
+    """Issue 31: a white request label on a prefill's white hatching was unreadable."""
+    record = next(r for r in swap_run[1] if any(c.kind == "prefill" and c.num_tokens > 1 for c in r.batch))
+    bar = next(t for t in budget.figure(record).data if t.type == "bar" and any(t.text))
+    hatched = [i for i, shape in enumerate(bar.marker.pattern.shape) if shape]
+    assert hatched and all(bar.text[i] for i in hatched)
+    assert bar.textfont.shadow == "auto" and bar.marker.pattern.fgcolor == "#FFFFFF"
+
+
+def test_the_chart_toolbar_runs_down_the_side_clear_of_the_titles(swap_run):
+    """Issue 31: on a phone the toolbar, drawn across the top, sat on the block map's "CPU swap" title."""
+    fig = blocks.figure(swap_run[1][5], swap_run[1][4])
+    assert len(fig.layout.annotations) == 2 and fig.layout.modebar.orientation == "v"

@@ -10,7 +10,7 @@ import pytest
 from engine import Engine, EngineConfig
 from engine.metrics import METRICS, metric_values
 from engine.workload import WorkloadItem, submit
-from lab.compare import ABRun, diff_table, kv_usage_figure, latency_ecdf, throughput_figure
+from lab.compare import NO_DIRECTION, ABRun, diff_table, kv_usage_figure, latency_ecdf, throughput_figure
 from lab.metrics import run_metrics
 
 WORKLOAD = [WorkloadItem("JULIET: O Romeo, Romeo"[: 6 + 2 * i], max_tokens=8 + i, arrival_step=i // 3,
@@ -68,7 +68,7 @@ def test_smaller_pool_shows_more_preemptions(small_pool):
     assert preemptions["B"] == small_pool.engines[1].counters["num_preemptions"] > 0
     assert preemptions["delta"] == preemptions["B"] and preemptions["better"] == "A"
     assert rows["recomputed tokens", "tokens"]["B"] > 0
-    assert rows["peak KV usage", "fraction"]["better"] is None
+    assert rows["peak KV usage", "fraction"]["better"] == NO_DIRECTION  # issue 31: the table read "None"
     steps = rows["steps to finish", "steps"]
     assert (steps["A"], steps["B"]) == tuple(len(r) for r in small_pool.records)
     assert steps["change_pct"] == pytest.approx(100 * (steps["B"] - steps["A"]) / steps["A"])
@@ -126,7 +126,7 @@ def test_step_identical_runs_show_no_difference_and_wall_time_is_never_judged(ti
         clocked = any(row["metric"] == METRICS[m].label and row["unit"] == METRICS[m].unit for m in CLOCKED)
         if clocked:
             assert row["better"] == WALL_TIME
-        elif row["better"] is not None:
+        elif row["better"] not in (None, NO_DIRECTION):
             assert row["better"] == "no difference" and row["change_pct"] == 0.0, row
     preemptions = next(r for r in rows if r["metric"] == METRICS["num_preemptions"].label)
     assert preemptions["change_pct"] == 0.0

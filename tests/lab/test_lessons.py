@@ -557,4 +557,4 @@ def test_the_queue_lesson_says_what_its_run_does(loaded):
     arrivals = [item.arrival_ms for item in lesson.workload.load.items()]
     assert len(arrivals) == 160 and sum(15_000 <= ms < 20_000 for ms in arrivals) == 77
     assert "77 requests arrive, about 15 a second" in lesson.watch_at(lesson.start_step)[0]
-    says(lesson, "starts at step 92, fifteen seconds", "77 requests arrive, about 15 a second")
+    says(lesson, "opens after step 91, the last step before fifteen seconds", "77 requests arrive, about 15 a second")

@@ -422,3 +422,12 @@ def test_an_out_of_range_knob_names_its_range_and_the_value_in_force(at, knob, b
     error = "\n".join(e.value for e in at.error)
     assert f"{knob} = {bad!r}" in error and "it takes" in error and f"Still in force: **{knob} = {before!r}**" in error
     assert getattr(run_of(at).config, knob) == before and at.number_input(key=f"knob_{knob}").value == before
+
+
+def test_the_pages_icons_need_no_emoji_font():
+    """Issue 31: the sidebar's emoji icons drew as empty boxes on a machine without an emoji font;
+    Streamlit's Material icons ship with it."""
+    import re
+
+    icons = re.findall(r'(?:icon|page_icon)="([^"]*)"', Path(APP).read_text(encoding="utf-8"))
+    assert len(icons) == 6 and all(re.fullmatch(r":material/[a-z_]+:", icon) for icon in icons), icons

@@ -174,11 +174,12 @@ def intro(run: History) -> None:
                                     max_tokens=it.max_tokens, arrives_at_step=it.arrival_step, priority=it.priority,
                                     prompt=it.prompt[:80])
                                for i, it in enumerate(items)]),
+                 # Sized to their headers: "small" cut "prompt tokens" to "prompt toke" beside a lesson.
                  hide_index=True, key="intro_workload", column_config={
                      "request": st.column_config.TextColumn(width="small"),
-                     "prompt_tokens": st.column_config.NumberColumn("prompt tokens", width="small"),
-                     "max_tokens": st.column_config.NumberColumn("max tokens", width="small"),
-                     "arrives_at_step": st.column_config.NumberColumn("arrives at step", width="small")})
+                     "prompt_tokens": st.column_config.NumberColumn("prompt tokens"),
+                     "max_tokens": st.column_config.NumberColumn("max tokens"),
+                     "arrives_at_step": st.column_config.NumberColumn("arrives at step")})
 
 
 def slo_summary(run: History, records: list[StepRecord]) -> None:

@@ -205,8 +205,17 @@ def _knee(lesson: Lesson, v: Visit) -> None:
                 return
             status = st.empty()
             queued = heavy_job(on_wait=lambda place: status.info(f"The server is busy: number {place} in line."))
-            with st.spinner(f"Running the trace at {len(knee.rates)} rates, one fresh engine each…"), queued:
-                points = knee.sweep(lesson, default_config().model)
+            with queued:
+                bar = st.progress(0.0, text=f"Running the trace at {knee.rates[0]:g} req/s (1 of {len(knee.rates)}), "
+                                            "a fresh engine for each rate…")
+
+                def ran(done: int) -> None:
+                    nxt = f"at {knee.rates[done]:g} req/s ({done + 1} of {len(knee.rates)})" if done < len(knee.rates) \
+                        else "done"
+                    bar.progress(done / len(knee.rates), text=f"Running the trace {nxt}, a fresh engine for each rate…")
+
+                points = knee.sweep(lesson, default_config().model, ran)
+            bar.empty()
             status.empty()
             graded = knee.grade(points, choice)
             v.progress.answers[KNEE], v.progress.grades[KNEE] = choice, graded

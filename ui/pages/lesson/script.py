@@ -3,6 +3,8 @@ the step bar at each unanswered question."""
 
 from __future__ import annotations
 
+import streamlit as st
+
 from lab.lessons import (
     BASE,
     Checkpoint,
@@ -21,7 +23,9 @@ def start_run(lesson: Lesson, variant: str = BASE, **knobs) -> Run:
     The run is built before anything changes, so a bad knob (ValueError) leaves the old one."""
     config = lesson.engine_config(variant, model=default_config().model, **knobs)
     run = Run(config, lesson.workload.items(), load=cached_load)
-    run.step(lesson.start_step)
+    if lesson.start_step:
+        with st.spinner(f"Running the scenario's first {lesson.start_step} steps, up to where the lesson opens…"):
+            run.step(lesson.start_step)
     s = session()
     s.show(run, lesson.workload)
     s.visit(lesson.id).run = run
