@@ -56,9 +56,11 @@ def figure(record: StepRecord) -> go.Figure:
     b = record.budget
     totals = (max(b.token_budget, b.tokens_used), max(b.seq_cap, b.seqs_used), b.num_gpu_blocks)
     over = " (cap lowered while they ran)" if b.seqs_used > b.seq_cap else ""
-    names = (f"<b>tokens</b> {b.tokens_used} / {b.token_budget}  ({b.decode_tokens} decode + "
+    # "in the step" and "after it": a blocked reason speaks of the pages free before the step, this
+    # row of those left after it, and a newcomer read one for the other (issue 31).
+    names = (f"<b>tokens</b> in the step {b.tokens_used} / {b.token_budget}  ({b.decode_tokens} decode + "
              f"{b.prefill_tokens} prefill)", f"<b>sequences</b> {b.seqs_used} / {b.seq_cap}{over}",
-             f"<b>KV pages</b> {b.gpu_blocks_used} used / {b.num_gpu_blocks}")
+             f"<b>KV pages</b> after the step: {b.gpu_blocks_used} used / {b.num_gpu_blocks}")
     fig = Subplots(rows=3, cols=1, titles=names, vertical_spacing=0.2)
     segs = _segments(record)
     for row in range(3):

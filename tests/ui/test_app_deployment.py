@@ -26,7 +26,9 @@ def test_price_steps_as_a_deployment_draws_its_roofline_and_joins_the_link(app):
     assert record.modeled is not None and record.modeled.deployment == DEPLOYMENT
     roof = charts(app)["roofline"]
     assert DEPLOYMENT in roof["layout"]["annotations"][0]["text"]
-    assert "ms modeled" in markdown(app)
+    # the step's own cost beside the clock (issue 31: lesson 9's header showed only the clock)
+    assert f"this step {record.modeled.total_ms:,.1f} ms, clock {record.modeled.clock_ms:,.1f} ms modeled" \
+        in markdown(app)
     assert link_of(app)["k.deployment"] == DEPLOYMENT
 
     opened = open_app(link_of(app))  # the link reopens the same priced run

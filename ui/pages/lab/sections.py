@@ -59,11 +59,12 @@ def header(run: History, record: StepRecord) -> None:
         unsafe_allow_html=True)
     st.markdown(
         f":blue-badge[{b.tokens_used} / {b.token_budget} tokens] :orange-badge[{b.seqs_used} / {b.seq_cap} seqs] "
-        f":violet-badge[KV {b.gpu_blocks_used} / {b.num_gpu_blocks} pages] "
+        f":violet-badge[KV {b.gpu_blocks_used} / {b.num_gpu_blocks} pages after it] "
         f":green-badge[{s.num_requests_running} running] :gray-badge[{s.num_requests_waiting} waiting] "
         f":red-badge[{s.num_requests_swapped} swapped] :gray-badge[{s.num_requests_finished} finished] "
         f":red-badge[{s.num_preemptions} preemption{'' if s.num_preemptions == 1 else 's'} so far]"
-        + (f" :green-badge[:material/timer: {record.modeled.clock_ms:,.1f} ms modeled]" if record.modeled else "")
+        + (f" :green-badge[:material/timer: this step {record.modeled.total_ms:,.1f} ms, clock "
+           f"{record.modeled.clock_ms:,.1f} ms modeled]" if record.modeled else "")
         + _oldest_badge(record))
     if b.seqs_used > b.seq_cap:  # "7 / 4" would read as a broken limit
         st.caption(f":material/info: {b.seqs_used} requests run under a cap of {b.seq_cap}: `max_num_seqs` was "
