@@ -50,6 +50,24 @@ def test_both_sides_start_as_the_lab_and_say_so(ab):
     assert ab.number_input(key="ab_A_num_gpu_blocks").value == lab.config_next().num_gpu_blocks
 
 
+def test_choosing_a_preset_for_b_sets_its_rules_and_says_which(ab):
+    """Issue 31: choosing only engine_preset = sglang for B changed nothing: the form pinned vLLM v1's
+    rules. Now B runs SGLang's rules, the form shows them, and a note names them; a rule changed in the
+    same submit wins over the preset's."""
+    from engine.presets import PRESET_RULES
+
+    start_b(ab, engine_preset="sglang")
+    a, b = ab.session_state["session"].ab_configs
+    assert a.engine_preset == "vllm_v1" and b.engine_preset == "sglang"
+    assert all(getattr(b, rule) == value for rule, value in PRESET_RULES["sglang"].items())
+    assert ab.selectbox(key="ab_B_step_order").value == "prefill_first"
+    note = next(m.value for m in ab.info if "set its rules" in m.value)
+    assert "`step_order = prefill_first`" in note and "`admission_reserve = output_estimate`" in note
+    start_b(ab, engine_preset="vllm_v0", step_order="decode_first")
+    b = ab.session_state["session"].ab_configs[1]
+    assert b.engine_preset == "vllm_v0" and b.step_order == "decode_first" and b.preemption_mode == "swap"
+
+
 def test_lock_step_runs_each_config_on_the_same_workload(ab):
     start_b(ab, num_gpu_blocks=12, preemption_mode="swap")
     assert not ab.info  # the configs differ now

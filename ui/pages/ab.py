@@ -16,6 +16,7 @@ import streamlit as st
 
 from engine import EngineConfig, StepRecord
 from engine.knobs import AB_KNOBS, KNOB
+from engine.presets import PRESET_RULES
 from engine.workload import WorkloadSource
 from lab.budgets import heavy_job
 from lab.charts import blocks, queues
@@ -43,22 +44,34 @@ def _fill_form(configs: tuple[EngineConfig, EngineConfig]) -> None:
             session().set_widget(_key(side, knob), getattr(config, knob))
 
 
-def _side_config(base: EngineConfig, side: str) -> EngineConfig:
-    """The lab's config with this side's knobs from the form; ValueError names the bad knob."""
-    return dataclasses.replace(base, **{knob: session().widget(_key(side, knob)) for knob in AB_KNOBS})
+def _side_config(base: EngineConfig, side: str, was: EngineConfig) -> tuple[EngineConfig, list[str]]:
+    """The lab's config with this side's knobs: those it ran with (was), then the ones changed in the
+    form since, applied as the sidebar applies them, so a new engine_preset brings its rules unless a
+    rule was changed too (issue 31: choosing only a preset for B changed nothing, the form pinned the
+    old preset's rules). Returns the config and the rules the preset set; ValueError names a bad knob."""
+    form = {knob: session().widget(_key(side, knob)) for knob in AB_KNOBS}
+    changed = {knob: value for knob, value in form.items() if value != getattr(was, knob)}
+    config = dataclasses.replace(base, **{knob: getattr(was, knob) for knob in AB_KNOBS}).with_changes(**changed)
+    preset = PRESET_RULES.get(changed.get("engine_preset"), {})
+    return config, [f"{knob} = {getattr(config, knob)}" for knob in preset
+                    if knob not in changed and getattr(config, knob) != getattr(was, knob)]
 
 
 @exclusive
 def _on_start() -> None:
     s = session()
     base = s.run.config_next()
-    configs = []
-    for side in LABELS:
+    configs, notes = [], []
+    for i, side in enumerate(LABELS):
         try:
-            configs.append(_side_config(base, side))
+            config, set_by_preset = _side_config(base, side, s.ab_configs[i] if s.ab_configs else base)
         except ValueError as exc:
             s.flash("error", f"**Config {side}** is not valid: {exc}. The comparison on screen is kept.")
             return
+        configs.append(config)
+        if set_by_preset:
+            notes.append(f"**{side}**: `engine_preset = {config.engine_preset}` set its rules: "
+                         + ", ".join(f"`{rule}`" for rule in set_by_preset))
     label, workload = page_workload(WORKLOAD_KEY)
     try:
         s.ab = ABRun(*configs, workload.items() if isinstance(workload, WorkloadSource) else workload)
@@ -66,6 +79,9 @@ def _on_start() -> None:
         s.flash("error", f"The engines could not start: {exc}. The comparison on screen is kept.")
         return
     s.ab_configs, s.ab_workload = tuple(configs), label
+    _fill_form(s.ab_configs)  # the form shows what runs, the rules a preset set included
+    if notes:
+        s.flash("info", "\n\n".join(notes))
 
 
 def _on_from_lab() -> None:
