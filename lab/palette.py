@@ -40,6 +40,11 @@ STATE_COLORS = {
     "swapped": SWAPPED,
 }
 
+# A glyph in each timeline cell besides its grey, for states told apart by more than lightness
+# (issue 31: five greys side by side were hard to tell apart); decoding, the common state, is plain.
+STATE_GLYPHS = {"waiting": "·", "stalled": "‖", "prefilling": "▸", "decoding": "", "finished": "✓",
+                "rejected": "⊘", "preempted": "✕", "swapped": "⇣"}
+
 # How the queue view marks what happened to a request this step (Plotly marker symbols).
 MOVE_MARKS = {
     "admitted": ("triangle-right", "#3C3C3C"),

@@ -16,9 +16,10 @@ from lab.charts.history import latest_views, moves, state_in
 from lab.charts.style import Subplots, discrete_colorscale, legend_key
 from lab.charts.window import MAX_POINTS, MAX_ROWS, RECENT_STEPS, peaks, recent
 from lab.metrics import run_metrics
-from lab.palette import STATE_COLORS, request_color
+from lab.palette import STATE_COLORS, STATE_GLYPHS, request_color
 
 STATES = list(STATE_COLORS)
+GLYPH_STEPS = 80  # past this many columns a glyph no longer fits its cell: the greys alone
 
 
 def _x_range(num_steps: int) -> list[float]:
@@ -59,6 +60,8 @@ def requests_figure(records: list[StepRecord], num_steps: int, ms_until: float |
                                                                                records[0].modeled.total_ms, ms_until]
     z = [[None] * len(records) for _ in ids]
     hover = [[""] * len(records) for _ in ids]
+    glyphs = [[""] * len(records) for _ in ids]
+    show_glyphs = len(records) <= GLYPH_STEPS
     pre_x, pre_y, pre_text = [], [], []  # preemption marks
     for col, record in enumerate(records):
         chunks = {c.request_id: c for c in record.batch}
@@ -68,6 +71,7 @@ def requests_figure(records: list[StepRecord], num_steps: int, ms_until: float |
             if state is None:
                 continue
             z[row][col] = STATES.index(state)
+            glyphs[row][col] = STATE_GLYPHS[state] if show_glyphs else ""
             chunk = chunks.get(rid)
             hover[row][col] = f"{rid} {state}" + (f", {chunk.num_tokens} tokens" if chunk and chunk.num_tokens > 1
                                                    else "")
@@ -77,11 +81,11 @@ def requests_figure(records: list[StepRecord], num_steps: int, ms_until: float |
                 pre_text.append(f"{rid} preempted at step {record.step}")
     fig = Subplots()
     fig.add([go.Heatmap(
-        z=z, x=steps, y=list(range(len(ids))), text=hover, hoverongaps=False,
-        hovertemplate="%{text} · at %{x}<extra></extra>",
+        z=z, x=steps, y=list(range(len(ids))), customdata=hover, text=glyphs, texttemplate="%{text}",
+        textfont=dict(size=11), hoverongaps=False, hovertemplate="%{customdata} · at %{x}<extra></extra>",
         colorscale=discrete_colorscale(list(STATE_COLORS.values())), zmin=-0.5, zmax=len(STATES) - 0.5,
         showscale=False, xgap=1, ygap=2, name="states")])
-    fig.add([legend_key(state, color) for state, color in STATE_COLORS.items()])
+    fig.add([legend_key(f"{STATE_GLYPHS[state]} {state}".strip(), color) for state, color in STATE_COLORS.items()])
     fig.add([go.Scatter(x=pre_x, y=pre_y, mode="markers", name="preemption", hovertext=pre_text, hoverinfo="text",
                         marker=dict(symbol="x-thin-open", size=12, line=dict(width=3, color="#111111")))])
     whole = ms_until is not None or windowed

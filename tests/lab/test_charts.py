@@ -24,6 +24,7 @@ from lab.palette import (
     REJECTED,
     REQUEST_COLORS,
     STATE_COLORS,
+    STATE_GLYPHS,
     SWAPPED,
     request_color,
     tint,
@@ -431,7 +432,7 @@ def test_a_rejected_request_is_drawn_as_refused_at_the_step_it_arrived(tiny_llam
     cells = dict(zip(fig.data[0].y, fig.data[0].z, strict=True))
     row = list(dict.fromkeys(r for rec in records for r in rec.requests)).index(rid)
     assert cells[row][2] == timeline.STATES.index("rejected")
-    assert STATE_COLORS["rejected"] == REJECTED and any(t.name == "rejected" for t in fig.data)
+    assert STATE_COLORS["rejected"] == REJECTED and any(t.name == "⊘ rejected" for t in fig.data)
 
 
 def test_the_ridge_label_sits_above_the_roof_where_no_step_dot_can_be(loaded):
@@ -466,3 +467,29 @@ def test_the_chart_toolbar_runs_down_the_side_clear_of_the_titles(swap_run):
     """Issue 31: on a phone the toolbar, drawn across the top, sat on the block map's "CPU swap" title."""
     fig = blocks.figure(swap_run[1][5], swap_run[1][4])
     assert len(fig.layout.annotations) == 2 and fig.layout.modebar.orientation == "v"
+
+
+def wcag_contrast(a: str, b: str) -> float:
+    def luminance(color: str) -> float:
+        channels = [int(color[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+        lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_timeline_states_differ_by_glyph_as_well_as_grey(swap_run):
+    """Issue 31: the timeline's five greys were hard to tell apart. Neighbouring greys differ by a
+    WCAG contrast of at least 1.5, and every state but decoding carries its own glyph in its cells."""
+    greys = ["waiting", "stalled", "prefilling", "decoding", "finished"]
+    assert all(wcag_contrast(STATE_COLORS[a], STATE_COLORS[b]) >= 1.5 for a, b in zip(greys, greys[1:], strict=False))
+    glyphs = [STATE_GLYPHS[s] for s in STATE_COLORS if s != "decoding"]
+    assert all(glyphs) and len(set(glyphs)) == len(glyphs) and STATE_GLYPHS["decoding"] == ""
+    records = swap_run[1]
+    fig = timeline.requests_figure(records, len(records))
+    heat = fig.data[0]
+    seen = {timeline.STATES[z]: g for zs, gs in zip(heat.z, heat.text, strict=True)
+            for z, g in zip(zs, gs, strict=True) if z is not None}
+    assert {"waiting", "decoding", "prefilling", "preempted"} <= set(seen)
+    assert all(glyph == STATE_GLYPHS[state] for state, glyph in seen.items())
