@@ -138,8 +138,9 @@ class Run(History):
 
     @property
     def done(self) -> bool:
-        """At the end of history with nothing left to serve: stepping further would only idle."""
-        return self.at_latest and not self.engine.has_unfinished_requests()
+        """At the end of history with nothing left to serve (or nothing that could ever be served):
+        stepping further would only idle, or refuse."""
+        return self.at_latest and (not self.engine.has_unfinished_requests() or bool(self.refused))
 
     @property
     def refused(self) -> list[Event]:

@@ -399,7 +399,7 @@ def test_the_welcome_steps_aside_for_a_link_and_for_exploring(lab_model, monkeyp
 
 
 def test_a_pool_too_small_for_any_request_says_why_and_which_knob(at):
-    """num_gpu_blocks = 1: every request is refused as it is added, so there is no step to run; the
+    """num_gpu_blocks = 1: no request could ever fit, so there is no step worth running; the
     page names the requests, the reason and the knob instead of 'Press Step'."""
     at.number_input(key="knob_num_gpu_blocks").set_value(1).run()
     assert not at.exception
