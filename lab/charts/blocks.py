@@ -158,7 +158,7 @@ def titles(record: StepRecord) -> list[str]:
     b = record.budget
     # Short: a title wider than its grid runs into the next one's beside a lesson, on a projector
     # and on a phone. The cached-free pages are in the map ("c") and in the forward pass's page bar.
-    gpu = f"GPU after: {b.gpu_blocks_used} used · {b.gpu_blocks_free} free"  # after the step, not before
+    gpu = f"GPU: {b.gpu_blocks_used} used · {b.gpu_blocks_free} free"
     return [gpu, f"CPU swap: {b.cpu_blocks_used}/{b.num_cpu_blocks}"][:1 + bool(b.num_cpu_blocks)]
 
 

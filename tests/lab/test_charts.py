@@ -202,7 +202,7 @@ def test_every_view_counts_the_pages_in_use_as_the_block_map_does(tiny_llama, se
         assert segs.get("used", 0) == held and sum(segs.values()) == b.num_gpu_blocks
         # after the step, said so: a blocked reason counts the pages free before it (issue 31)
         assert f"after the step: {held} used / {b.num_gpu_blocks}" in budget.figure(record).layout.annotations[2].text
-        assert blocks.titles(record)[0].startswith(f"GPU after: {held} used")
+        assert blocks.titles(record)[0].startswith(f"GPU: {held} used")
 
 
 def test_request_colours_agree_across_views(swap_run):

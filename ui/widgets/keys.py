@@ -1,9 +1,11 @@
-"""The step bar's keys: → Step, ← Back, Space Play / Pause, wherever the step bar is.
+"""The step bar's keys and clicks: → Step, ← Back, Space Play / Pause, and the Step, Back and Run
+buttons, wherever the step bar is.
 
 Each press must be exactly one action, however fast they come. A script that clicked the
 buttons lost presses: Streamlit folds the clicks that arrive during one script run into a
-single trigger, so five presses 200 ms apart made three steps. Here the page counts the
-presses instead and sends the count with the latest keys, as a component's state (a value,
+single trigger, so five presses 200 ms apart made three steps, and three Step clicks 300 ms
+apart from a past step made two (issue 31, bug 6). Here the page counts the presses and the
+clicks instead, and sends the count with the latest ones, as a component's state (a value,
 which Streamlit keeps whole when it folds reruns together); the server applies the presses
 it has not applied yet, in order, each through its button's own callback (which refuses what the
 disabled button would: no Step while playing or past the end).
@@ -20,6 +22,8 @@ from ui.session import exclusive, session
 
 # KeyboardEvent.key -> the step bar action it stands for.
 KEYS = {"ArrowRight": "step", "ArrowLeft": "back", " ": "play"}
+# A step bar button's key -> its action: its clicks are counted by the page, not folded by Streamlit.
+BUTTONS = {"step": "step", "back": "back", "run_steps": "run"}
 # What the keys help says of each: the key as printed on it, and what it does.
 HELP = {"ArrowRight": ("→", "Step: run one scheduler step"), "ArrowLeft": ("←", "Back: show the previous step"),
         " ": ("Space", "Play / Pause")}
@@ -49,11 +53,24 @@ export default function({ setStateValue, data }) {
     event.preventDefault();  // no page scroll, and Space does not also press a focused button
     event.stopPropagation();
     if (event.repeat) return;
+    press(name);
+  }, true);
+  document.addEventListener("keyup", (event) => { if (action(event)) event.preventDefault(); }, true);
+  const press = (name) => {
     state.count += 1;
     state.recent = [...state.recent, name].slice(-data.recent);
     state.send("presses", {count: state.count, recent: state.recent});
+  };
+  document.addEventListener("click", (event) => {  // before Streamlit's own handler sees the click
+    for (const [key, name] of Object.entries(data.buttons)) {
+      const button = event.target.closest && event.target.closest(`.st-key-${key} button`);
+      if (!button) continue;
+      event.preventDefault();
+      event.stopPropagation();
+      if (!button.disabled) press(name);
+      return;
+    }
   }, true);
-  document.addEventListener("keyup", (event) => { if (action(event)) event.preventDefault(); }, true);
 }
 """
 
@@ -80,6 +97,6 @@ def keys_help() -> None:
 
 
 def listen(actions: dict[str, Callable[[], None]]) -> None:
-    """Mount the listener; `actions` are the step bar's callbacks, by KEYS' names."""
-    _component(key="step_keys", data={"keys": KEYS, "recent": RECENT}, default={"presses": None},
+    """Mount the listener; `actions` are the step bar's callbacks, by the names in KEYS and BUTTONS."""
+    _component(key="step_keys", data={"keys": KEYS, "buttons": BUTTONS, "recent": RECENT}, default={"presses": None},
                on_presses_change=functools.partial(_on_presses, actions))

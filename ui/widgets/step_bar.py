@@ -92,7 +92,8 @@ def step_bar(hold: Hold | None = None) -> None:
     cols[5].slider("steps / s", 0.5, 8.0, 2.0, 0.5, key="speed", label_visibility="collapsed",
                    format="%.1f steps/s", help="Auto-play speed asked, steps per second. While playing, the step "
                                                "header says the speed delivered and, when less, where the time goes.")
-    keys.listen({"step": functools.partial(_on_step, 1, hold), "back": _on_back, "play": _on_space})
+    keys.listen({"step": functools.partial(_on_step, 1, hold), "back": _on_back, "play": _on_space,
+                 "run": functools.partial(_on_step, None, hold)})
     cols[6].button("Reset", icon=":material/restart_alt:", key="reset", on_click=_on_reset, width="stretch",
                    help="Start again at step 0 with the knobs and workload shown (the sidebar's Restore default "
                         "knobs goes back to the defaults).")
