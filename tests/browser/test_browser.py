@@ -226,6 +226,28 @@ def test_the_arrow_keys_step_outside_presenter_mode_too_one_step_per_press(page)
     assert_no_exception(page)
 
 
+def test_step_clicks_faster_than_a_redraw_each_count_even_from_a_past_step(page):
+    """Issue 31, bug 6: three Step clicks 300 ms apart from a past step made two steps (Streamlit folds
+    the clicks that land during one script run into one trigger); Back clicks likewise."""
+    page.wait_for_function("() => window.labKeys !== undefined")
+    connected(page)
+    for _ in range(3):
+        button(page, "Step").click()
+        page.wait_for_timeout(300)
+    wait_for_step(page, 2)
+    page.wait_for_timeout(1500)
+    wait_for_step(page, 2)  # steps 0, 1 and 2: none lost, none doubled
+    for _ in range(2):
+        button(page, "Back").click()
+    wait_for_step(page, 0)
+    for _ in range(3):  # from step 0 of the three: each click branches or steps, none lost
+        button(page, "Step").click()
+        page.wait_for_timeout(300)
+    page.wait_for_timeout(1500)
+    wait_for_step(page, 3)
+    assert_no_exception(page)
+
+
 def test_a_notice_appears_below_the_step_bar_without_moving_it(page):
     """A notice used to be drawn above the step bar, pushing it about 70 px down under the cursor."""
     button(page, "Step").click()
