@@ -11,6 +11,8 @@ the two kinds of time travel:
 * branching: stepping from a past step, which rebuilds the engine by replaying the
   run's script up to it (N steps re-executed), then takes the new step.
 
+The whole click, as a person meets it in Chromium, is bench/click_latency.py.
+
     python -m bench.step_latency            # every lesson, to the end of its run
     python -m bench.step_latency --quick    # two lessons, a few steps each
 """

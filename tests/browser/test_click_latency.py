@@ -1,0 +1,25 @@
+"""bench/click_latency.py runs end to end (two clicks) and its split of each click adds up."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.browser.test_browser import CHROMIUM, FLAKY
+
+pytestmark = [pytest.mark.browser, FLAKY]
+
+
+def test_click_latency_quick_adds_up(tmp_path):
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
+    from bench import click_latency
+
+    click_latency.main(["--quick", "--clicks", "2", "--out", str(tmp_path)])
+    data = json.loads((tmp_path / "click_latency.json").read_text())
+    assert data["clicks"] == 2 and len(data["runs"]) == 2
+    for run in data["runs"]:
+        parts = run["until_first_message_ms"] + run["server_span_ms"] + run["drawing_ms"]
+        assert run["total_ms"] == pytest.approx(parts) and run["total_ms"] > 0
+        assert run["messages"] > 10 and run["bytes"] > 1000
