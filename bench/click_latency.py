@@ -14,20 +14,18 @@ sent, and the browser's drawing after the last message.
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from contextlib import contextmanager
-from pathlib import Path
+from bench.common import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    lab_server,
+    median,
+    parse,
+    parser,
+    percentile,
+    print_table,
+    write_results,
+)
 
-from bench.common import median, parse, parser, percentile, print_table, write_results
-
-ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking"]
 TARGET_P50_MS = 500.0  # issue 31: a Step click settled in 0.94 s median
 
 # Every websocket message's arrival, stamped in the page (a listener's view from Python lags).
@@ -53,33 +51,6 @@ SETTLED = r"""n => {
   if (heading && idle && !stale && window.labSettled === null) window.labSettled = performance.now();
   return window.labSettled !== null;
 }"""
-
-
-@contextmanager
-def lab_server():
-    """The app on a free port of 127.0.0.1, stopped on exit."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit("streamlit did not start") from None
-                time.sleep(0.5)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
 
 
 def measure(url: str, clicks: int) -> list[dict]:
@@ -116,7 +87,7 @@ def main(argv: list[str] | None = None) -> dict:
     if not CHROMIUM.exists():
         raise SystemExit(f"{CHROMIUM} is missing: apt-get install chromium")
     clicks = args.clicks or (5 if args.quick else 30)
-    with lab_server() as url:
+    with lab_server() as (_, url):
         runs = measure(url, clicks)
     keys = ["total_ms", "until_first_message_ms", "server_span_ms", "drawing_ms", "messages", "bytes"]
     summary = {k: {"p50": median([r[k] for r in runs]), "p95": percentile([r[k] for r in runs], 95)} for k in keys}

@@ -12,15 +12,24 @@ import json
 import math
 import os
 import platform
+import socket
 import statistics
+import subprocess
+import sys
 import time
-from collections.abc import Callable, Sequence
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parents[1]
+# Debian's chromium through Playwright (its own browser download does not work here).
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking"]
 
 # Random Llamas by name: 'tiny' for --quick, '5m' the CPU benchmark model, '100m' for a GPU.
 MODEL_SIZES = {
@@ -140,3 +149,31 @@ def write_results(out_dir: Path, name: str, data: dict) -> Path:
     path.write_text(json.dumps({"benchmark": name, "machine": machine(), **data}, indent=2) + "\n")
     print(f"\nwrote {path}")
     return path
+
+
+@contextmanager
+def lab_server() -> Iterator[tuple[subprocess.Popen, str]]:
+    """`streamlit run app.py` on a free port of 127.0.0.1 only (never every interface: issue 32), and
+    its URL; stopped on exit."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit("streamlit did not start") from None
+                time.sleep(0.5)
+        yield proc, url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -13,20 +13,12 @@ llama-3.1-8b@a100-80gb, four seats, lengths at half size (over 20,000 steps).
 
 from __future__ import annotations
 
-import os
 import re
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
-from bench.common import parse, parser, print_table, write_results
+from bench.common import CHROMIUM, CHROMIUM_ARGS, lab_server, parse, parser, print_table, write_results
 
-ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking"]
 LINK = ("trace=azure-conv&trace.rate=2&trace.duration_s=250&trace.length_scale=0.5"
         "&k.deployment=llama-3.1-8b%40a100-80gb&k.max_num_seqs=4")
 BUDGET_BYTES = 2_000_000  # what issue 16 allows one rerun to send at 10,000 steps
@@ -35,24 +27,6 @@ BUDGET_BYTES = 2_000_000  # what issue 16 allows one rerun to send at 10,000 ste
 def _rss_mb(pid: int) -> float:
     status = Path(f"/proc/{pid}/status").read_text()
     return int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024
-
-
-def _server() -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-                             "--server.port", str(port), "--browser.gatherUsageStats", "false"],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(240):
-        try:
-            urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
-            return proc, url
-        except OSError:
-            time.sleep(0.5)
-    proc.kill()
-    raise SystemExit("streamlit did not start")
 
 
 def measure(browser, url: str, pid: int, steps: int) -> dict:
@@ -84,16 +58,11 @@ def main(argv: list[str] | None = None) -> dict:
     lengths = [100, 1000] if args.quick else [100, 1000, 10_000]
     from playwright.sync_api import sync_playwright
 
-    proc, url = _server()
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            start_rss = _rss_mb(proc.pid)
-            rows = [measure(browser, url, proc.pid, n) for n in lengths]
-            browser.close()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with lab_server() as (proc, url), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        start_rss = _rss_mb(proc.pid)
+        rows = [measure(browser, url, proc.pid, n) for n in lengths]
+        browser.close()
     print_table(f"One Step click on a long run (server RSS {start_rss:.0f} MB at start)",
                 ["steps", "bytes sent", "largest frame", "click s", "open s", "server RSS MB"],
                 [[r["steps"], r["rerun_bytes"], r["largest_frame"], r["click_s"], r["open_s"], r["server_rss_mb"]]

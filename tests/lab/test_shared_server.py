@@ -111,3 +111,27 @@ def test_the_reaper_releases_a_tab_gone_past_its_grace_and_spares_a_busy_or_conn
     del tabs["open"]
     gc.collect()
     assert reaper.reap(active, now=100.0) == 0 and not reaper._watched  # Streamlit dropped it first
+
+
+def test_streamlit_refuses_an_upload_just_above_the_labs_own_budget():
+    """Issue 32, case 7: with maxUploadSize unset Streamlit accepted 200 MB before the lab refused at 5 MiB."""
+    import tomllib
+    from pathlib import Path
+
+    from lab.budgets import UPLOAD_BYTES
+
+    config = tomllib.loads((Path(__file__).resolve().parents[2] / ".streamlit" / "config.toml").read_text())
+    cap_bytes = config["server"]["maxUploadSize"] * 10**6
+    assert UPLOAD_BYTES < cap_bytes <= UPLOAD_BYTES + 10**6
+
+
+def test_every_server_the_project_starts_listens_on_127_0_0_1_only():
+    """Issue 32, case 15: bench/page_payload.py started Streamlit on every interface."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    starters = [p for folder in ("bench", "tests", "tools") for p in (root / folder).rglob("*.py")
+                if '"streamlit", "run"' in p.read_text(encoding="utf-8")]
+    assert len(starters) >= 2  # the benchmarks' server and the browser tests'
+    for path in starters:
+        assert '"--server.address", "127.0.0.1"' in path.read_text(encoding="utf-8"), path
