@@ -152,16 +152,18 @@ def write_results(out_dir: Path, name: str, data: dict) -> Path:
 
 
 @contextmanager
-def lab_server() -> Iterator[tuple[subprocess.Popen, str]]:
+def lab_server(env: dict[str, str] | None = None, log: Path | None = None) -> Iterator[tuple[subprocess.Popen, str]]:
     """`streamlit run app.py` on a free port of 127.0.0.1 only (never every interface: issue 32), and
-    its URL; stopped on exit."""
+    its URL; env is added to this process's, the output goes to log (or nowhere); stopped on exit.
+    Raises RuntimeError, quoting the log's end, if it does not start within two minutes."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with log.open("w") if log else open(os.devnull, "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port",
+             str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
+            cwd=ROOT, env={**os.environ, **(env or {})}, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -171,9 +173,14 @@ def lab_server() -> Iterator[tuple[subprocess.Popen, str]]:
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit("streamlit did not start") from None
+                    said = log.read_text()[-3000:] if log else ""
+                    raise RuntimeError(f"streamlit did not start\n{said}") from None
                 time.sleep(0.5)
         yield proc, url
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

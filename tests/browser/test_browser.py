@@ -7,16 +7,12 @@ artifacts/ (gitignored) for a human to look at.
 
 from __future__ import annotations
 
-import os
 import re
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+from bench.common import CHROMIUM, CHROMIUM_ARGS, lab_server
 
 # A real browser beside a real server on two shared cores: a click can land while the page
 # reconnects or redraws (seen about once in five full-suite runs, never alone), so a failed
@@ -26,49 +22,21 @@ pytestmark = [pytest.mark.browser, FLAKY]
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking"]
 VIEWPORT = {"width": 1280, "height": 800}
 SERVER_LOGS: dict[str, Path] = {}  # test module -> the log of its streamlit server
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(lab_model, request):
-    """A headless `streamlit run app.py` on a free port; always stopped at teardown. Its output is
-    kept in artifacts/ beside the screenshots, and quoted when the page loses its connection."""
-    port = _free_port()
+    """A headless `streamlit run app.py` on a free port of 127.0.0.1; always stopped at teardown. Its
+    output is kept in artifacts/ beside the screenshots, and quoted when the page loses its connection."""
     ARTIFACTS.mkdir(exist_ok=True)
     log = SERVER_LOGS[request.module.__name__] = ARTIFACTS / f"server-{request.module.__name__}.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port",
-             str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-            cwd=ROOT, env={**os.environ, "LAB_MODEL": lab_model}, stdout=out, stderr=subprocess.STDOUT)
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"streamlit did not start:\n{log.read_text()[-3000:]}")
-                time.sleep(0.5)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        with lab_server({"LAB_MODEL": lab_model}, log) as (_, url):
+            yield url
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from tests.browser.test_browser import CHROMIUM, FLAKY
+from bench.common import CHROMIUM
+from tests.browser.test_browser import FLAKY
 
 pytestmark = [pytest.mark.browser, FLAKY]
 

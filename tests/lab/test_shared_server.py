@@ -115,8 +115,9 @@ def test_the_reaper_releases_a_tab_gone_past_its_grace_and_spares_a_busy_or_conn
 
 def test_streamlit_refuses_an_upload_just_above_the_labs_own_budget():
     """Issue 32, case 7: with maxUploadSize unset Streamlit accepted 200 MB before the lab refused at 5 MiB."""
-    import tomllib
     from pathlib import Path
+
+    import tomllib
 
     from lab.budgets import UPLOAD_BYTES
 
