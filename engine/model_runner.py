@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import urllib.error
@@ -96,10 +97,12 @@ def _load(name: str, device: torch.device, dtype: torch.dtype) -> LoadedModel:
 
     local = os.path.isdir(name)
     offline = local or not hub_reachable()  # then a hub id is read from the local cache only
+    if local:
+        _refuse_code(name, fail)
     hf_config = _config(name, local, offline, fail)
     model = _causal_lm(name, dtype, offline, fail)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=offline)
+        tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=False, local_files_only=offline)
     except (OSError, ValueError) as exc:
         raise fail(f"no usable tokenizer ({str(exc).splitlines()[0]})") from exc
     model.to(device).eval()
@@ -115,6 +118,21 @@ def _load(name: str, device: torch.device, dtype: torch.dtype) -> LoadedModel:
         max_position_embeddings=getattr(text_config, "max_position_embeddings", 2048),
         num_layers=text_config.num_hidden_layers,
         num_kv_heads=getattr(text_config, "num_key_value_heads", None) or heads, head_dim=head_dim)
+
+
+def _refuse_code(folder: str, fail: Callable[[str], ModelLoadError]) -> None:
+    """A folder whose configs name Python classes of their own (auto_map) would run its code to load:
+    the lab never does, so it refuses the folder by name, before transformers could ask (issue 32)."""
+    for file in ("config.json", "tokenizer_config.json"):
+        path = os.path.join(folder, file)
+        try:
+            with open(path, encoding="utf-8") as f:
+                asks = "auto_map" in json.load(f)
+        except (OSError, ValueError):
+            continue  # missing or unreadable: the loaders below say so
+        if asks:
+            raise fail(f"its {file} names code of its own to run (auto_map); the lab never runs code from a "
+                       "model folder")
 
 
 def _config(name: str, local: bool, offline: bool, fail: Callable[[str], ModelLoadError]):

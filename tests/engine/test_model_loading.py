@@ -108,3 +108,26 @@ def test_model_whose_attention_cannot_be_paged_is_refused(tmp_path, monkeypatch)
     with pytest.raises(ModelLoadError) as info:
         load_model(path)
     assert path in str(info.value) and "cannot be paged" in str(info.value)
+
+
+@pytest.mark.parametrize("file", ["tokenizer_config.json", "config.json"])
+def test_a_folder_that_would_run_its_own_code_is_refused_by_name(tiny_llama, tmp_path, file):
+    """Issue 32, case 2: a tokenizer_config.json with an auto_map made the CLI ask "run custom code?
+    [y/N]" and run it on y. The lab never runs code from a model folder, and says so without asking."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    folder = tmp_path / "asks"
+    shutil.copytree(tiny_llama, folder)
+    data = json.loads((folder / file).read_text()) if (folder / file).exists() else {}
+    data["auto_map"] = {"AutoTokenizer": ["evil.EvilTokenizer", None], "AutoConfig": "evil.EvilConfig"}
+    (folder / file).write_text(json.dumps(data))
+    (folder / "evil.py").write_text("raise SystemExit('the folder ran its code')\n")
+    with pytest.raises(ModelLoadError, match=f"its {file} names code of its own to run"):
+        load_model(str(folder))
+    cli = subprocess.run([sys.executable, "-m", "engine", "--model", str(folder), "--preset", "chat_mix"],
+                         input="y\n", capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 2 and "names code of its own to run" in cli.stderr
+    assert "ran its code" not in cli.stdout + cli.stderr and "[y/N]" not in cli.stdout + cli.stderr
