@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import html
+import re
 
 import streamlit as st
 
@@ -62,6 +63,14 @@ def prose(text: str, page: str = GLOSSARY_PAGE) -> None:
     with contextlib.suppress(LessonError):
         text = link_terms(text, load_terms(), page)
     st.markdown(text)
+
+
+def literal(text: str) -> str:
+    """Text from a visitor (a link, a file) as Markdown inline code: shown as typed, never read as a
+    link, an image or a directive (issue 32: a link's parameter name drew a clickable "log in again")."""
+    flat = " ".join(str(text).split())
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", flat)), default=0) + 1)
+    return f"{fence} {flat} {fence}"
 
 
 def flashes() -> None:

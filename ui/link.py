@@ -18,6 +18,7 @@ import streamlit as st
 
 from lab.link import decode_scenario, encode_scenario, open_scenario, scenario_of
 from lab.run import default_config
+from ui.draw import literal
 from ui.session import DEFAULT_SOURCE, Session, cached_load, default_knobs, exclusive, readable_lessons, session
 from ui.widgets import presenter
 
@@ -83,7 +84,7 @@ def open_link() -> None:
         s.presenting = True
     path_warnings = _open_path(s, params.pop(PATH_PARAM, ""))
     if path_warnings:
-        s.flash("warning", "Part of this link could not be used: " + path_warnings[0])
+        s.flash("warning", "Part of this link could not be used: " + literal(path_warnings[0]))
     if not params or s.has_run:
         return
     s.welcomed = True  # a shared link opens on what it shares, not on the welcome
@@ -101,4 +102,4 @@ def open_link() -> None:
     warnings += notes
     if warnings:
         s.flash("warning", "Parts of this link could not be used, so they kept their defaults:\n\n"
-                + "\n".join(f"- {w}" for w in warnings))
+                + "\n".join(f"- {literal(w)}" for w in warnings))

@@ -12,6 +12,7 @@ import csv
 import html
 import io
 import json
+import re
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -124,6 +125,24 @@ def test_a_bad_link_warns_about_each_parameter_and_opens_the_rest(lab_env):
     assert run.config.num_gpu_blocks == 64 and run.config.watermark == 0.5 and run.cursor == -1
     assert link_of(app) == {"preset": "burst", "k.watermark": "0.5"}  # the address bar drops what was ignored
     click(app, "step")  # and the lab works as usual
+
+
+@pytest.mark.parametrize("params", [
+    {"[Session expired - log in again](http://evil.example/login)": "1"},
+    {"foo": "![a](http://127.0.0.1:9/p.png)"},
+    {"colour": ":red[<a href='http://evil.example'>x</a>] `ticks` ``"},
+])
+def test_a_links_parameters_are_shown_as_typed_never_as_markdown(lab_env, params):
+    """Issue 32, case 4: a parameter's name drew a clickable link in the lab's own warning, and a value
+    made the page fetch a remote image. Each is shown as code: as typed, never read."""
+    app = open_app(params)
+    (warning,) = app.warning
+    (key, value), = params.items()
+    body = warning.proto.body
+    code_spans = re.findall(r"(`+) (.*?) \1", body)
+    assert any(key in text for _, text in code_spans), body
+    outside = re.sub(r"(`+) .*? \1", "", body)
+    assert "](" not in outside and "http" not in outside and "<a" not in outside and ":red[" not in outside
 
 
 def test_a_link_asking_for_a_pool_over_the_budget_keeps_the_default_pool_and_opens_the_rest(lab_env):
