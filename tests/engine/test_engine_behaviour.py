@@ -376,3 +376,19 @@ def test_update_config_changes_live_knobs_between_steps(tiny_llama):
     with pytest.raises(ValueError, match="max_num_seqs"):
         eng.update_config(max_num_seqs=0)
     assert eng.config.max_num_seqs == 3 and eng.config.num_gpu_blocks == 64
+
+
+@pytest.mark.parametrize("seed", [18_446_081, 2**31 - 1])
+def test_the_largest_seeds_sample_and_repeat(tiny_llama, seed):
+    """Issue 32, case 9: a seed above 18,446,080 with a temperature > 0 raised "Overflow when unpacking
+    long long" mid-step; the sidebar allows 2**31 - 1. Each such seed samples, and the same run twice
+    samples the same tokens."""
+    outs = []
+    for _ in range(2):
+        eng = Engine(EngineConfig(model=tiny_llama, seed=seed))
+        rid = eng.add_request("ROMEO:", SamplingParams(max_tokens=6, temperature=0.9))
+        eng.add_request("JULIET:", SamplingParams(max_tokens=6, temperature=0.9, seed=2**62))
+        eng.run()
+        outs.append({r: req.output_token_ids for r, req in eng.requests.items()})
+        assert len(outs[-1][rid]) == 6
+    assert outs[0] == outs[1]
