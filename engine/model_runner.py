@@ -221,9 +221,9 @@ class ModelRunner:
         # A generator seeded by (request seed, output index) makes each draw independent of
         # batch composition and history, so preemption, time travel and A/B runs agree.
         base = params.seed if params.seed is not None else self.seed * 1_000_003 + req.arrival_index
-        # Folded into 63 bits: torch takes no more, and the sidebar's largest seed (2**31 - 1) times
-        # these multipliers overflowed it (issue 32); every seed below about 18 million is unchanged.
-        gen = torch.Generator().manual_seed((base * 1_000_033 + len(req.output_token_ids)) % 2**63)
+        # Folded into 64 bits: torch takes no more, and the sidebar's largest seed (2**31 - 1) times
+        # these multipliers overflowed it (issue 32); every seed that worked before draws the same.
+        gen = torch.Generator().manual_seed((base * 1_000_033 + len(req.output_token_ids)) % 2**64)
         probs = torch.softmax(logits / params.temperature, dim=-1).cpu()
         if params.top_p < 1.0:
             sorted_probs, order = probs.sort(descending=True)
