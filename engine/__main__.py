@@ -183,7 +183,7 @@ def report(eng: Engine, peak_usage: float) -> str:
     for rid, req in eng.requests.items():
         lines.append(f"{rid:<8} {req.status.value:<9} {req.finish_reason.value if req.finish_reason else '-':<9} "
                      f"{req.num_prompt_tokens:>6} {len(req.output_token_ids):>6} {req.num_preemptions:>9}  "
-                     f"{json.dumps(req.output_text, ensure_ascii=False)}")
+                     + (f"refused: {req.refusal}" if req.refusal else json.dumps(req.output_text, ensure_ascii=False)))
     agg = {**eng.metrics()["aggregate"], "peak_kv_cache_usage_perc": peak_usage}  # the peak only the steps saw
     lines += ["", f"{'metric':<24} {'p50':>10} {'p95':>10}"]
     for key in ("ttft_steps", "ttft_ms", "itl_steps", "itl_ms", "e2e_steps", "e2e_ms"):

@@ -204,6 +204,7 @@ class Engine:
             events.append(Event("arrived", req.request_id, reasons.arrived(req), {}))
             why = self.never_fits(req)  # refused when it arrives, not when it was submitted
             if why:
+                req.refusal = why
                 self._finish(req, FinishReason.REJECTED)
                 events.append(Event("rejected", req.request_id, why, {}))
                 continue

@@ -59,6 +59,7 @@ class Request:
     output_text: str = ""
     num_computed_tokens: int = 0
     finish_reason: FinishReason | None = None
+    refusal: str | None = None  # why it was refused on arrival (it could never fit)
 
     # Where the current prefill started after a prefix-cache hit, to tell a whole
     # prefill from a chunk of one.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -171,3 +172,11 @@ def test_every_engine_knob_is_a_flag_with_help():
     help_text = parser.format_help()
     for name in names:
         assert "--" + name.replace("_", "-") in help_text
+
+
+def test_a_request_the_model_cannot_hold_is_reported_with_its_reason(capsys, tiny_llama, workload_file):
+    """Issue 32, case 12: a prompt longer than the model ended "rejected" with no reason and exit 0."""
+    assert main([str(workload_file), "--model", tiny_llama, "--max-model-len", "4"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if re.match(r"r\d+ ", line)]
+    assert rows and all("rejected" in row and "refused: can never fit" in row and "max_model_len" in row
+                        for row in rows), rows
