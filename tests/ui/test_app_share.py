@@ -321,3 +321,16 @@ def test_a_run_file_carries_mid_run_changes_so_continue_live_reproduces_them(lab
     assert timeless(run.records) == timeless(live.records) and run.changes == live.changes
     run.seek(len(run.records) - 1)  # the replay opened at its start; at its end, the knob set at step 3 is in force
     assert run.config_next() == live.config_next() and run.config_next().max_num_seqs == 2
+
+
+def test_a_run_files_text_reaches_the_page_escaped(lab_env):
+    """Issue 32, case 3: a run file's request status and event kind reached HTML unescaped (an <a>
+    overlay over the whole page was drawn)."""
+    app = open_app({"preset": "burst", "step": "2"})
+    lines = export(app, "Run").splitlines()
+    evil = "<a href='http://evil.example' style='position:fixed;inset:0'>x</a>"
+    lines[1] = lines[1].replace('"kind": "arrived"', f'"kind": {json.dumps(evil)}', 1)
+    upload_run(app, "evil.jsonl", "\n".join(lines))
+    click(app, "step")
+    body = "\n".join(m.proto.body for m in app.markdown)
+    assert "<a href='http://evil.example'" not in body and "&lt;a href=" in body

@@ -87,7 +87,9 @@ def _oldest_badge(record: StepRecord) -> str:
 
 
 def _kind(kind: str, label: str | None = None) -> str:
-    return f"<span class='lab-kind lab-{EVENT_TONES.get(kind, 'calm')}'>{label or kind.replace('_', ' ')}</span>"
+    # escaped: a loaded run file's event kind is a visitor's text (issue 32)
+    return (f"<span class='lab-kind lab-{EVENT_TONES.get(kind, 'calm')}'>"
+            f"{html.escape(label or kind.replace('_', ' '))}</span>")
 
 
 def _change_lines(run: History, step: int) -> list[str]:
@@ -139,8 +141,8 @@ def generated_text(records: list[StepRecord]) -> None:
             shown = html.escape(text[: len(text) - len(new[rid])]) + f"<mark>{html.escape(new[rid])}</mark>"
         else:
             shown = html.escape(text) or "<i style='color:#999'>nothing yet</i>"
-        rows.append(f"<div class='lab-event'>{chip(rid)} <span style='color:#666'>{view.status}, "
-                    f"{view.num_output_tokens}/{view.max_tokens} tokens</span>"
+        counts = html.escape(f"{view.status}, {view.num_output_tokens}/{view.max_tokens} tokens")  # a file's
+        rows.append(f"<div class='lab-event'>{chip(rid)} <span style='color:#666'>{counts}</span>"
                     f"<div class='lab-text'>{shown}</div></div>")
     st.markdown("".join(rows), unsafe_allow_html=True)
 
