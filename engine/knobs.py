@@ -142,7 +142,7 @@ KNOBS: tuple[Knob, ...] = (  # in the order the CLI's help, the link and the con
             "as vLLM) or 'fewest_generated' (SGLang's retraction order)", "scheduler",
             sweep="policy, fewest_generated"),
     Knob("watermark", float, 0.0, "fraction of the pool kept free when admitting, so running requests can grow",
-         "scheduler", low=0.0, high=1.0, open_high=True, noun="a fraction", step=0.01, sweep="0, 0.05, 0.1, 0.2"),
+         "scheduler", low=0.0, high=0.99, noun="a fraction", step=0.01, sweep="0, 0.05, 0.1, 0.2"),
     _flag("preempt_on_admission", False, "under the priority policy, a waiting request may evict lower-priority "
           "running ones (vLLM v0; v1 only lets it jump the queue)", "scheduler"),
     _choice("admission_reserve", ("prompt", "output_estimate", "max_tokens"), "what must fit to admit: 'prompt' "
@@ -165,7 +165,7 @@ KNOBS: tuple[Knob, ...] = (  # in the order the CLI's help, the link and the con
     Knob("slo_tpot_ms", float, None, "SLO: time per output token after the first, in ms (none: no target)", "slo",
          optional=True, low=0.0, high=1e5, open_low=True, noun="a number of ms", step=5.0),
     Knob("slo_percentile", float, 90.0, "the run meets its SLO when this percentage of finished requests meet every "
-         "target (90: a p90 SLO)", "slo", low=0.0, high=100.0, open_low=True, noun="a percentage"),
+         "target (90: a p90 SLO)", "slo", low=1.0, high=100.0, noun="a percentage"),
 )
 KNOB = {knob.name: knob for knob in KNOBS}
 LIVE_KNOBS = frozenset(k.name for k in KNOBS if k.live)

@@ -135,7 +135,7 @@ def test_knobs_relative_to_other_defaults():
 @pytest.mark.parametrize("params, bad_key, why", [
     ({"k.pool_size": "3"}, "k.pool_size", "unknown knob 'pool_size'"),
     ({"k.num_gpu_blocks": "0"}, "k.num_gpu_blocks", "num_gpu_blocks must be an integer in [1, 1000000]"),
-    ({"k.watermark": "1.5"}, "k.watermark", "watermark must be a fraction in [0, 1)"),
+    ({"k.watermark": "1.5"}, "k.watermark", "watermark must be a fraction in [0, 0.99]"),
     ({"k.watermark": "nan"}, "k.watermark", "expected a number"),
     ({"k.enable_chunked_prefill": "maybe"}, "k.enable_chunked_prefill", "expected true or false"),
     ({"k.step_order": "random"}, "k.step_order", "step_order must be one of"),

@@ -334,3 +334,18 @@ def test_a_run_files_text_reaches_the_page_escaped(lab_env):
     click(app, "step")
     body = "\n".join(m.proto.body for m in app.markdown)
     assert "<a href='http://evil.example'" not in body and "&lt;a href=" in body
+
+
+@pytest.mark.parametrize(("knob", "value"), [("slo_percentile", "1e-300"), ("watermark", "0.995"),
+                                             ("slo_percentile", "0.5"), ("watermark", "0.99")])
+def test_a_knob_from_a_link_is_one_the_sidebar_can_show(lab_env, knob, value):
+    """Issue 32, case 10: ?k.slo_percentile=1e-300 was accepted by the engine but not by the sidebar's
+    slider, which raised on every rerun. One closed range per knob, the knob table's, for all three."""
+    from engine.knobs import KNOB
+
+    app = open_app({f"k.{knob}": value})  # open_app asserts no exception
+    accepted = KNOB[knob].accepts(float(value))
+    assert (getattr(run_of(app).config, knob) == float(value)) == accepted
+    assert bool(app.warning) != accepted
+    slider = app.slider(key=f"knob_{knob}")
+    assert (slider.min, slider.max) == (KNOB[knob].low, KNOB[knob].high)

@@ -123,10 +123,8 @@ def knob_widget(knob: Knob, key: str | None = None, label: str | None = None, **
         st.number_input(f"{label} ({low:,} to {int(knob.high):,})", step=int(knob.step), **args)
     elif kind == "target":
         st.number_input(label, step=float(knob.step), placeholder="no target", **args)
-    elif kind == "float":  # a slider cannot hold an open bound, so it stops a step short of it
-        low = knob.low + knob.step if knob.open_low else knob.low
-        high = knob.high - knob.step if knob.open_high else knob.high
-        st.slider(label, min_value=float(low), max_value=float(high), step=float(knob.step), **args)
+    elif kind == "float":  # the knob table's own closed range: a value the engine takes, the slider shows
+        st.slider(label, min_value=float(knob.low), max_value=float(knob.high), step=float(knob.step), **args)
     elif kind == "bool":
         st.toggle(label, **args)
     elif kind == "choice":
