@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 from pathlib import Path
 from typing import NoReturn, TextIO
@@ -115,17 +117,23 @@ def _load_spec(args: argparse.Namespace, rate: float | None) -> TraceSpec | Rate
         raise InputError(str(exc)) from None
 
 
+def _load_in_time(args: argparse.Namespace) -> list[WorkloadItem]:
+    """A trace or a drawn load: arrivals by time, so a deployment's clock; every rate checked first."""
+    if getattr(args, "deployment", None) is None:
+        raise InputError("--trace and --rate need --deployment: their requests arrive by time, on the "
+                         "deployment's modeled clock (e.g. --deployment llama-3.1-8b@h100-sxm)")
+    if args.sweep_rate is not None:  # a bad list, or a rate the load refuses, is named before anything runs
+        for rate in _rates(args.sweep_rate):
+            _load_spec(args, rate)
+    return _load_spec(args, args.rate).items()
+
+
 def _load_items(args: argparse.Namespace) -> list[WorkloadItem]:
     load = args.trace is not None or args.rate is not None or args.sweep_rate is not None
     if sum([args.workload is not None, args.preset is not None, load]) != 1:
         raise InputError("give one workload: a file, --preset NAME, or --trace NAME / --rate R")
     if load:
-        if getattr(args, "deployment", None) is None:
-            raise InputError("--trace and --rate need --deployment: their requests arrive by time, on the "
-                             "deployment's modeled clock (e.g. --deployment llama-3.1-8b@h100-sxm)")
-        if args.sweep_rate is not None:
-            _rates(args.sweep_rate)  # a bad list is named before anything runs
-        return _load_spec(args, args.rate).items()
+        return _load_in_time(args)
     if args.preset:
         return PRESETS[args.preset]()
     path: Path = args.workload
@@ -228,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
             submit(eng, items)
         except WorkloadError as exc:
             raise InputError(str(exc)) from None
+        if args.metrics_json is not None:  # said now, not after the whole run
+            _check_writable(args.metrics_json)
         try:
             records_file = args.records.open("w", encoding="utf-8") if args.records else None
         except OSError as exc:
@@ -257,12 +267,19 @@ def _write_json(path: Path, data: dict) -> None:
         raise SystemExit(f"python -m engine: error: --metrics-json: cannot write {path} ({exc.strerror})") from None
 
 
+def _check_writable(path: Path) -> None:
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise InputError(f"--metrics-json: cannot write {path} (" + (
+            "it is a folder" if path.is_dir() else "no such folder" if not folder.is_dir() else "not writable") + ")")
+
+
 def _rates(text: str) -> list[float]:
     try:
         rates = [float(r) for r in text.split(",") if r.strip()]
     except ValueError:
         raise InputError(f"--sweep-rate: give rates separated by commas, e.g. 1,2,4,8; got {text!r}") from None
-    if not rates or any(not r > 0 for r in rates):
+    if not rates or any(not (r > 0 and math.isfinite(r)) for r in rates):
         raise InputError(f"--sweep-rate: every rate must be a number > 0; got {text!r}")
     return rates
 

@@ -169,3 +169,17 @@ def test_a_scaled_request_is_priced_at_full_size_its_swaps_included(lab_model):
             assert r.modeled.bound == "memory", (r.step, len(r.batch))
             assert r.modeled.parts["linear"] == pytest.approx(10 * dep.step_cost([(1, 0)] * len(r.batch))
                                                              .parts["linear"])
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--sweep-rate", "1,inf"], "--sweep-rate"),
+    (["--sweep-rate", "1,2000"], "rate"),
+    (["--metrics-json", "/nonexistent/m.json"], "--metrics-json: cannot write /nonexistent/m.json (no such folder)"),
+])
+def test_the_cli_names_a_bad_output_or_rate_before_it_runs_anything(lab_model, args, said):
+    """Issue 32, case 11: these failed after the first load had run (or the whole run), with exit 1."""
+    proc = subprocess.run([sys.executable, "-m", "engine", "--model", lab_model, "--trace", "azure-conv",
+                           "--duration-s", "2", "--deployment", DEPLOYMENT, *args],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and said in proc.stderr, proc.stderr
+    assert "requests finished" not in proc.stderr and "request  status" not in proc.stdout  # nothing ran
