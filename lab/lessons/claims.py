@@ -23,6 +23,7 @@ from typing import Any
 from engine import EngineConfig, StepRecord
 from engine.hardware import GPUS, LINK_FRACTION, LINKS, STEP_OVERHEAD_MS, Deployment
 from engine.rules import SGLANG_NEW_TOKEN_RATIO
+from lab.lessons.rules import sort_ids
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class RunView:
     @property
     def deployment(self) -> Deployment | None:
         """The deployment the run is priced on (None: unpriced), for the model's and the GPU's numbers."""
-        return Deployment.parse(self.config.deployment) if getattr(self.config, "deployment", None) else None
+        return Deployment.parse(self.config.deployment) if self.config.deployment else None
 
     @property
     def last(self) -> StepRecord | None:
@@ -82,7 +83,6 @@ class RunView:
 
     def ids(self, n: int, kind: str) -> list[str]:
         """The requests with an event of this kind in step n, in id order."""
-        from lab.lessons.rules import sort_ids
         return sort_ids({e.request_id for e in self.step(n).events if e.kind == kind and e.request_id})
 
     def batch(self, n: int, *kinds: str) -> list[str]:

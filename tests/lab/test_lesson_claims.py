@@ -11,6 +11,7 @@ import inspect
 
 import pytest
 
+from engine import EngineConfig
 from lab.lessons import LESSONS_DIR, Lesson, LessonError, load_lesson
 from lab.lessons.claims import NUMBER, Claim, ClaimError, RunView, check, evaluate, unbacked
 from tests.lab import test_lessons
@@ -82,7 +83,7 @@ def test_a_claim_fails_when_the_text_and_the_value_differ():
 
 
 def test_claims_read_only_the_run():
-    view = RunView((), {"requests": [{"request_id": "r0", "ttft_ms": 9.0}]}, None, {})
+    view = RunView((), {"requests": [{"request_id": "r0", "ttft_ms": 9.0}]}, EngineConfig(), {})
     assert evaluate("req('r0')['ttft_ms'] * 2", view) == 18.0
     assert evaluate("[n for n in [1, 2, 3] if n > 1]", view) == [2, 3]
     assert evaluate("[m.get('ttft_ms') for m in metrics['requests']]", view) == [9.0]

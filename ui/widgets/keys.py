@@ -38,6 +38,11 @@ export default function({ setStateValue, data }) {
   state.send = setStateValue;
   if (state.listening) return;
   state.listening = true;
+  const press = (name) => {
+    state.count += 1;
+    state.recent = [...state.recent, name].slice(-data.recent);
+    state.send("presses", {count: state.count, recent: state.recent});
+  };
   const action = (event) => {
     const name = data.keys[event.key];
     if (!name || event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return null;
@@ -56,11 +61,6 @@ export default function({ setStateValue, data }) {
     press(name);
   }, true);
   document.addEventListener("keyup", (event) => { if (action(event)) event.preventDefault(); }, true);
-  const press = (name) => {
-    state.count += 1;
-    state.recent = [...state.recent, name].slice(-data.recent);
-    state.send("presses", {count: state.count, recent: state.recent});
-  };
   document.addEventListener("click", (event) => {  // before Streamlit's own handler sees the click
     for (const [key, name] of Object.entries(data.buttons)) {
       const button = event.target.closest && event.target.closest(`.st-key-${key} button`);

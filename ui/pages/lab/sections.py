@@ -141,7 +141,8 @@ def generated_text(records: list[StepRecord]) -> None:
             shown = html.escape(text[: len(text) - len(new[rid])]) + f"<mark>{html.escape(new[rid])}</mark>"
         else:
             shown = html.escape(text) or "<i style='color:#999'>nothing yet</i>"
-        counts = html.escape(f"{view.status}, {view.num_output_tokens}/{view.max_tokens} tokens")  # a file's
+        # escaped: in a loaded run file these are a visitor's text (issue 32)
+        counts = html.escape(f"{view.status}, {view.num_output_tokens}/{view.max_tokens} tokens")
         rows.append(f"<div class='lab-event'>{chip(rid)} <span style='color:#666'>{counts}</span>"
                     f"<div class='lab-text'>{shown}</div></div>")
     st.markdown("".join(rows), unsafe_allow_html=True)
