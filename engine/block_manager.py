@@ -112,7 +112,9 @@ class BlockManager:
 
     def free(self, req: Request) -> int:
         """Drop the request's references; returns how many pages became free."""
-        freed = self.pool.release(self.req_blocks.pop(req.request_id, []))
+        table = self.req_blocks.pop(req.request_id, [])
+        self.prefix.unname_uncomputed(req, table, self.pool.blocks)
+        freed = self.pool.release(table)
         self.prefix.released(req.request_id)
         return freed
 

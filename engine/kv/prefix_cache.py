@@ -87,6 +87,19 @@ class PrefixCache:
         evictions, self._evictions = self._evictions, []
         return evictions
 
+    def unname_uncomputed(self, req: Request, table: list[int], blocks: list[Block]) -> None:
+        """Pages named for tokens the request never computed lose their names: a victim preempted
+        in the step that allocated them (its chunk unscheduled) left them empty, and a later request
+        must not read them as a cached prefix (found by the generate-equality property test)."""
+        for block_id in table[req.num_computed_tokens // self.block_size:]:
+            block = blocks[block_id]
+            if block.block_hash is not None and block.ref_count == 1:
+                holders = self.cached[block.block_hash]
+                del holders[block.block_id]
+                if not holders:
+                    del self.cached[block.block_hash]
+                block.block_hash, block.token_ids, block.text = None, (), None
+
     def released(self, request_id: str) -> None:
         """The request's pages were freed: when it runs again, its pages are named afresh."""
         self.req_num_named.pop(request_id, None)

@@ -8,7 +8,7 @@ from functools import cache
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from transformers import AutoModelForCausalLM
 
@@ -70,6 +70,14 @@ workloads = st.lists(
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(knobs=configs, workload=workloads)
+# Found by this test: r1's next chunk was scheduled (its pages named as a cached prefix), then r1 was
+# preempted in the same step by an urgent r0, which read those never-computed pages as cached.
+@example(knobs=dict(block_size=1, num_gpu_blocks=23, num_cpu_blocks=0, max_num_batched_tokens=8, max_num_seqs=1,
+                    enable_chunked_prefill=True, long_prefill_token_threshold=0, step_order="decode_first",
+                    scheduling_policy="priority", preemption_mode="recompute", victim_rule="policy", watermark=0.0,
+                    enable_prefix_caching=True, kv_allocation="paged", preempt_on_admission=True,
+                    admission_reserve="prompt"),
+         workload=[(0, 1, 0, 1, False), (0, 2, 1, 0, False)])
 def test_greedy_matches_generate_under_any_knobs(tiny_llama, reference, knobs, workload):
     if knobs["kv_allocation"] == "contiguous":
         knobs["enable_prefix_caching"] = False
