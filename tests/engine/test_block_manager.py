@@ -71,6 +71,7 @@ def test_a_freed_named_page_stays_cached_until_the_pool_reuses_it():
     first = request(0, list(range(8)) + [9])
     bm.allocate(first, 9)
     named = bm.block_table(first.request_id)[:2]
+    first.num_computed_tokens = 9  # the step computed them
     bm.free(first)
     assert bm.num_free_blocks == 4 and bm.num_cached_free_blocks == 2
     assert bm.find_prefix_hit(request(1, list(range(8)) + [7])) == named  # found again while cached-free
@@ -155,3 +156,16 @@ def test_any_sequence_of_calls_keeps_the_books(ops, prefix_caching, contiguous):
         elif op == "swap" and where[i] == "cpu" and bm.swap_in(req) is not None:
             where[i] = "gpu"
         check(bm)
+
+
+def test_pages_named_for_a_chunk_that_never_ran_are_not_cached_when_freed():
+    """A request preempted in the step that allocated its chunk: its pages were named for tokens it
+    never computed, and must not be found as a cached prefix (greedy tokens once differed from generate)."""
+    bm = manager(num_gpu_blocks=4, enable_prefix_caching=True)
+    first = request(0, list(range(8)) + [9])
+    bm.allocate(first, 9)
+    named = bm.block_table(first.request_id)[:2]
+    first.num_computed_tokens = 4  # one page computed before; the second was named for this step's chunk
+    bm.free(first)
+    assert bm.num_free_blocks == 4 and bm.num_cached_free_blocks == 1
+    assert bm.find_prefix_hit(request(1, list(range(8)) + [7])) == named[:1]
