@@ -140,6 +140,8 @@ def _load_items(args: argparse.Namespace) -> list[WorkloadItem]:
     fmt = format_of(path.name)
     if fmt is None:
         raise InputError(f"{path}: cannot tell the format; name the file .jsonl or .csv")
+    if path.exists() and not path.is_file():  # a FIFO or a device would block the read, or never end
+        raise InputError(f"{path}: not a regular file")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -28,6 +28,7 @@ from engine.records import Event, ModeledCost, ScheduledChunk, StepRecord, StepT
 from engine.request import FinishReason, Request
 from engine.request import request_id as default_id
 from engine.scheduler import Scheduler, SchedulerOutput
+from engine.workload.item import is_text
 
 
 class _Timer:
@@ -95,8 +96,8 @@ class Engine:
 
     def _token_ids(self, prompt: str | list[int]) -> list[int]:
         if isinstance(prompt, str):
-            if not prompt.strip():
-                raise ValueError("prompt must not be empty")
+            if not is_text(prompt) or not prompt.strip():
+                raise ValueError("prompt must be text (UTF-8, no lone surrogates) with a non-space character")
             token_ids = self.loaded.tokenizer.encode(prompt)
         else:
             token_ids = list(prompt)

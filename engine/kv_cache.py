@@ -17,6 +17,7 @@ can share one model.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import torch
@@ -31,6 +32,23 @@ def pool_bytes(loaded, config) -> int:
     slots = (config.num_gpu_blocks + config.num_cpu_blocks) * config.block_size
     element = torch.empty((), dtype=loaded.model.dtype).element_size()  # the pools take the weights' dtype
     return loaded.num_layers * 2 * slots * loaded.num_kv_heads * loaded.head_dim * element
+
+
+def free_memory(device: torch.device) -> int:
+    """Bytes the device could still give: free CUDA memory, or the host's available physical pages."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def check_pool_fits(size: int, device: torch.device, config) -> None:
+    """Refuse, by the knobs that size it, a pool this machine cannot hold: the allocation would
+    otherwise fail deep in torch, or push the machine into swap."""
+    free = free_memory(device)
+    if size > free:
+        raise ValueError(f"num_gpu_blocks={config.num_gpu_blocks} and num_cpu_blocks={config.num_cpu_blocks} pages "
+                         f"of {config.block_size} tokens would take {size / 1e9:,.1f} GB of KV pools; this machine "
+                         f"has {free / 1e9:,.1f} GB free ({device.type})")
 
 
 class KVCache:

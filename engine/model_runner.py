@@ -11,10 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+from safetensors import SafetensorError
 from transformers import AttentionInterface, AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from engine.config import EngineConfig
-from engine.kv_cache import ATTN_IMPLEMENTATION, KVCache, build_context, paged_attention
+from engine.kv_cache import ATTN_IMPLEMENTATION, KVCache, build_context, check_pool_fits, paged_attention, pool_bytes
 from engine.request import Request
 
 AttentionInterface.register(ATTN_IMPLEMENTATION, paged_attention)
@@ -161,7 +162,7 @@ def _causal_lm(name: str, dtype: torch.dtype, offline: bool, fail: Callable[[str
             local_files_only=offline)
     except ValueError as exc:
         raise fail(f"it is not a causal LM, or its attention cannot be paged ({str(exc).splitlines()[0]})") from exc
-    except OSError as exc:
+    except (OSError, SafetensorError) as exc:  # missing, unreadable, or a truncated or corrupt file
         raise fail(f"its weights could not be read ({str(exc).splitlines()[0]})") from exc
     if not getattr(model, "_supports_attention_backend", False):
         raise fail(f"{type(model).__name__} does not route attention through transformers' "
@@ -178,6 +179,7 @@ class ModelRunner:
     def __init__(self, loaded: LoadedModel, config: EngineConfig):
         self.loaded = loaded
         self.seed = config.seed
+        check_pool_fits(pool_bytes(loaded, config), loaded.device, config)
         self.cache = KVCache(
             loaded.num_layers, loaded.num_kv_heads, loaded.head_dim, config.block_size, config.num_gpu_blocks,
             config.num_cpu_blocks, loaded.model.dtype, loaded.device)

@@ -208,28 +208,55 @@ class Unchanged:
         return self._last
 
 
-def _build(tp: typing.Any, value: typing.Any) -> typing.Any:
-    """Rebuild a (nested) dataclass from its asdict() form, guided by the type hints."""
+def _build(tp: typing.Any, value: typing.Any, where: str = "") -> typing.Any:
+    """Rebuild a (nested) dataclass from its asdict() form, guided by the type hints, checking
+    every value's type on the way (a file's "abc" where a count belongs would break a view later).
+    ValueError names the field's path, e.g. "budget.tokens_used"."""
     origin = typing.get_origin(tp)
     if dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            raise ValueError(f"expected an object for {tp.__name__}, got {type(value).__name__}")
+        _expect(isinstance(value, dict), where or tp.__name__, "an object", value)
         hints = typing.get_type_hints(tp)
         names = {f.name for f in dataclasses.fields(tp)}
         missing = [n for n in names if n not in value and not _has_default(tp, n)]
         if missing:
             raise ValueError(f"{tp.__name__} is missing field(s): {', '.join(sorted(missing))}")
-        return tp(**{k: _build(hints[k], v) for k, v in value.items() if k in names})
+        return tp(**{k: _build(hints[k], v, f"{where}.{k}" if where else k) for k, v in value.items() if k in names})
     if origin is list:
+        _expect(isinstance(value, list), where, "a list", value)
         (item,) = typing.get_args(tp)
-        return [_build(item, v) for v in value]
-    if origin is dict:
+        return [_build(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict or tp is dict:
+        _expect(isinstance(value, dict), where, "an object", value)
+        if tp is dict:
+            return value
         _, item = typing.get_args(tp)
-        return {k: _build(item, v) for k, v in value.items()}
+        return {k: _build(item, v, f"{where}.{k}") for k, v in value.items()}
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        return None if value is None else _build(inner[0], value)
-    return value
+        return None if value is None else _build(inner[0], value, where)
+    return _scalar(tp, value, where)
+
+
+# A JSON scalar's type -> (accepts it?, what it must be).
+_SCALARS = {
+    bool: (lambda v: isinstance(v, bool), "true or false"),
+    int: (lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+    float: (lambda v: isinstance(v, int | float) and not isinstance(v, bool), "a number"),
+    str: (lambda v: isinstance(v, str), "text"),
+}
+
+
+def _scalar(tp: typing.Any, value: typing.Any, where: str) -> typing.Any:
+    if tp in _SCALARS:
+        ok, what = _SCALARS[tp]
+        _expect(ok(value), where, what, value)
+    return float(value) if tp is float else value
+
+
+def _expect(ok: bool, where: str, what: str, value: typing.Any) -> None:
+    if not ok:
+        shown = repr(value)
+        raise ValueError(f"{where} must be {what}, found {shown if len(shown) <= 40 else shown[:37] + '...'}")
 
 
 def _has_default(tp: type, name: str) -> bool:

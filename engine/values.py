@@ -8,6 +8,7 @@ and ``spell`` writes each value back so that ``parse(spell(v), type) == v``.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import types
@@ -80,3 +81,17 @@ def spell(value: object) -> str:
     if isinstance(value, tuple):
         return f"{value[0]}-{value[1]}"
     return repr(value) if isinstance(value, float) else str(value)
+
+
+def parse_json(text: str) -> object:
+    """One JSON value from a file's line. ValueError says what is wrong in one line, for every
+    way text can fail: bad syntax, nesting deep enough to exhaust Python's stack, or an integer
+    longer than Python converts (4,300 digits)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON: {exc.msg} at column {exc.colno}") from None
+    except RecursionError:
+        raise ValueError("not valid JSON: nested too deeply") from None
+    except ValueError as exc:  # an integer past the digit limit
+        raise ValueError(f"not valid JSON: {str(exc).split(';')[0]}") from None

@@ -6,9 +6,14 @@ every refusal names the limit and the knob that hit it:
 
     KV_POOL_BYTES   the KV pools' tensors (GPU and CPU pages), from the model's shape
     LINK_STEPS      the steps a link may ask the server to replay before it opens
-    MAX_REQUESTS    the requests in one workload (engine.limits)
+    MAX_REQUESTS    the requests in one workload (engine.limits), hand-added ones included
+    PROMPT_BYTES    the prompts' size in one workload: a synthetic prompt by its token count, a
+                    text by its UTF-8 bytes (no tokenizer here spends more than a token a byte)
     UPLOAD_BYTES    a file uploaded as a workload or a saved run
     HEAVY_JOBS      sweeps and A/B runs computing at once on the server; the rest wait their turn
+
+Which models a session may run is the operator's choice too (``offered_models``): a visitor
+picks one of them, and no name typed in a box or read from a file is ever looked up on disk.
 
 The engine itself has no such limits (the CLI may use the whole machine); the lab's
 engines are all built here.
@@ -16,25 +21,57 @@ engines are all built here.
 
 from __future__ import annotations
 
+import os
 import threading
+from collections.abc import Callable
 from contextlib import contextmanager
 
-from engine import Engine, EngineConfig
+from engine import DEFAULT_MODEL, Engine, EngineConfig
 from engine.kv_cache import pool_bytes
 from engine.limits import MAX_REQUESTS
 from engine.model_runner import LoadedModel
+from engine.workload import WorkloadItem
 
 KV_POOL_BYTES = 256 * 2**20
 LINK_STEPS = 2_000
 UPLOAD_BYTES = 5 * 2**20
+PROMPT_BYTES = 2**20
 HEAVY_JOBS = 2
 
-__all__ = ["HEAVY_JOBS", "KV_POOL_BYTES", "LINK_STEPS", "MAX_REQUESTS", "UPLOAD_BYTES", "BudgetError", "engine_for",
-           "heavy_job"]
+__all__ = ["HEAVY_JOBS", "KV_POOL_BYTES", "LINK_STEPS", "MAX_REQUESTS", "PROMPT_BYTES", "UPLOAD_BYTES", "BudgetError",
+           "check_offered", "check_replay", "check_workload", "engine_for", "heavy_job", "lab_model", "model_label",
+           "offered_models"]
 
 
 class BudgetError(ValueError):
     """A request for more than a session's share of the server; the message names the limit."""
+
+
+def lab_model() -> str:
+    """The model a lab session starts on: LAB_MODEL (an empty value counts as unset), else the embedded one."""
+    return os.environ.get("LAB_MODEL") or DEFAULT_MODEL
+
+
+def offered_models() -> tuple[str, ...]:
+    """The models this server lets a visitor run: the lab's own first, then those the operator
+    lists in LAB_MODELS (comma-separated folders or hub ids)."""
+    extra = (name.strip() for name in os.environ.get("LAB_MODELS", "").split(","))
+    return tuple(dict.fromkeys([lab_model(), *(name for name in extra if name)]))
+
+
+def model_label(name: str) -> str:
+    """A model as a visitor sees it: a folder by its last name, so no server path is shown."""
+    return os.path.basename(os.path.normpath(name)) if os.path.isabs(name) else name
+
+
+def check_offered(name: str) -> None:
+    """Refuse a model the operator did not offer, before anything looks for it (so the message
+    cannot tell a visitor whether some path exists on the server)."""
+    offered = offered_models()
+    if name not in offered:
+        names = ", ".join(repr(model_label(m)) for m in offered)
+        raise BudgetError(f"this server does not offer that model; a lab session may run {names} (the operator "
+                          "lists them in LAB_MODELS)")
 
 
 def check_pool(config: EngineConfig, loaded: LoadedModel) -> None:
@@ -48,6 +85,30 @@ def check_pool(config: EngineConfig, loaded: LoadedModel) -> None:
                       f"{config.num_cpu_blocks} pages of {config.block_size} tokens, {per_block / 2**10:.0f} KiB each "
                       f"for this model) would take {size / 2**20:,.0f} MiB; a lab session may use "
                       f"{KV_POOL_BYTES / 2**20:.0f} MiB, so num_gpu_blocks can be at most {max(fits, 0):,} here")
+
+
+def check_workload(items: list[WorkloadItem], context: int) -> None:
+    """Refuse a workload past the session's share before any prompt is built: too many requests,
+    a synthetic prompt longer than the model's context (it could never run, and its token ids
+    would be built all the same), or prompts past PROMPT_BYTES in all."""
+    if len(items) > MAX_REQUESTS:
+        raise BudgetError(f"the workload has {len(items)} requests; a lab session may have {MAX_REQUESTS}")
+    size = 0
+    for number, item in enumerate(items, start=1):
+        if item.prompt_tokens is not None and item.prompt_tokens > context:
+            raise BudgetError(f"request {number} asks for a prompt of {item.prompt_tokens:,} tokens, longer than "
+                              f"the model's context of {context:,}; a lab session caps every length there")
+        size += item.prompt_tokens or len(item.prompt.encode("utf-8", "surrogatepass"))
+    if size > PROMPT_BYTES:
+        raise BudgetError(f"the workload's prompts take {size:,} tokens or bytes; a lab session may hold "
+                          f"{PROMPT_BYTES:,}")
+
+
+def check_replay(config: EngineConfig, load: Callable[[str, str, str], LoadedModel]) -> None:
+    """Hold a saved run to a live run's pool budget: a replay needs no model, but its views draw
+    every page of its pool. Sized with its own model where the server offers it, else the lab's."""
+    model = config.model if config.model in offered_models() else lab_model()
+    check_pool(config, load(model, "auto", config.dtype))
 
 
 def engine_for(config: EngineConfig, loaded: LoadedModel) -> Engine:

@@ -29,22 +29,21 @@ them directly. The API, in full:
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from engine import DEFAULT_MODEL, Engine, EngineConfig, LoadedModel, StepRecord, load_model
+from engine import Engine, EngineConfig, LoadedModel, StepRecord, load_model
 from engine.knobs import LIVE_KNOBS
 from engine.records import Event
 from engine.workload import WorkloadItem, submit
-from lab.budgets import engine_for
+from lab.budgets import check_workload, engine_for, lab_model
 
 Loader = Callable[[str, str, str], LoadedModel]
 
 
 def default_config(**knobs) -> EngineConfig:
     """The lab's starting knobs. LAB_MODEL points the lab at another model folder (tests use a tiny one)."""
-    return EngineConfig(model=os.environ.get("LAB_MODEL", DEFAULT_MODEL), **knobs)
+    return EngineConfig(model=lab_model(), **knobs)
 
 
 @dataclass
@@ -208,6 +207,7 @@ class Run(History):
         """Add one request before the next step; returns its id. A bad request raises ValueError."""
         item = dataclasses.replace(item, arrival_step=max(item.arrival_step, self.next_step))
         engine = self._engine_at_cursor()
+        check_workload([*self.items(), item], engine.max_model_len)
         (request_id,) = submit(engine, [item])
         self._commit_branch(engine)
         self.changes.setdefault(self.next_step, Change()).requests.append(item)
@@ -225,6 +225,7 @@ class Run(History):
         step applied. Checks the last replayed step against the stored record."""
         loaded = self._load(self.config.model, self.config.device, self.config.dtype)
         engine = engine_for(dataclasses.replace(self.config), loaded)  # a copy: live changes mutate it
+        check_workload(self.items(), engine.max_model_len)
         submit(engine, self.workload)
         for step in range(num_steps + 1):
             change = self.changes.get(step)

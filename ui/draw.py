@@ -73,6 +73,23 @@ def literal(text: str) -> str:
     return f"{fence} {flat} {fence}"
 
 
+# What can turn text into something else: a link or an image ([ ] ( ) !), an autolink (<), inline
+# code (`), a formula ($), a directive such as :red[...] (needs its [). Emphasis (* and _) is
+# left: it cannot fetch or link anything, and escaping it would litter knob names.
+_MARKDOWN = re.compile(r"[\\`\[\]()<>!$]")
+# A bare URL is linked after escapes are undone (GFM), so it can only be shown as code.
+_BARE_URL = re.compile(r"\S*(?:://|www\.)\S*", re.I)
+
+
+def plain(text: object) -> str:
+    """Text that may quote a visitor's input (an error naming a file's bad value), escaped so it
+    shows as typed and nothing in it becomes a link, an image or a formula."""
+    parts = _BARE_URL.split(str(text))
+    urls = [literal(url) for url in _BARE_URL.findall(str(text))] + [""]
+    return "".join(_MARKDOWN.sub(lambda m: "\\" + m.group(0), part) + url for part, url in zip(parts, urls,
+                                                                                              strict=True))
+
+
 def flashes() -> None:
     """The messages callbacks queued for this draw."""
     for kind, message in session().take_messages():

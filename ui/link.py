@@ -12,28 +12,45 @@ A replayed file has no link: it is shared as the file.
 
 from __future__ import annotations
 
+import secrets
 from urllib.parse import urlencode
 
 import streamlit as st
 
 from lab.link import decode_scenario, encode_scenario, open_scenario, scenario_of
 from lab.run import default_config
-from ui.draw import literal
+from ui.draw import literal, plain
 from ui.session import DEFAULT_SOURCE, Session, cached_load, default_knobs, exclusive, readable_lessons, session
 from ui.widgets import presenter
 
 LONG_LINK = 8000  # characters; longer links break in some mail and chat tools
+# Streamlit drops every parameter of a link with more than this many (only a server log line
+# says so), so the lab never writes one: the run is then shared as its file.
+LINK_PARAMS = 1000
 PATH_PARAM = "done"  # ?done=1,2,4: the lessons finished, so a student who comes back sees their path
+# Two marks the address bar carries but a shared link does not: which server process drew the
+# page, and the file a replay came from. A page reconnecting to a restarted server (whose sessions
+# are gone) can then say what was rebuilt from its link and what must be loaded again.
+SERVER_PARAM, REPLAY_PARAM = "srv", "replay"
+BOOT = secrets.token_hex(4)  # this server process
+
+
+def scenario_params(s: Session) -> dict[str, str]:
+    """The run on screen as query parameters (none for a replayed file)."""
+    if s.replaying:
+        return {}
+    lesson = readable_lessons().get(s.lesson_id)
+    source = lesson.workload if lesson is not None else s.source
+    base = default_knobs(s.lesson_id)
+    return encode_scenario(scenario_of(s.run, base, source, s.lesson_id), base)
 
 
 def link_params(s: Session) -> dict[str, str]:
-    """The query parameters for the session's run on screen."""
-    params = {}
-    if not s.replaying:
-        lesson = readable_lessons().get(s.lesson_id)
-        source = lesson.workload if lesson is not None else s.source
-        base = default_knobs(s.lesson_id)
-        params = encode_scenario(scenario_of(s.run, base, source, s.lesson_id), base)
+    """The query parameters for the session's run on screen; without the run where it would take
+    more than LINK_PARAMS (the share panel says so and offers the file)."""
+    params = scenario_params(s)
+    if len(params) > LINK_PARAMS - 2:  # room for the two below
+        params = {}
     if s.presenting:
         params[presenter.QUERY_PARAM] = "1"
     if done := s.lessons_done():
@@ -56,9 +73,10 @@ def _open_path(s: Session, value: str) -> list[str]:
 
 
 def sync_link() -> None:
-    """Write the session's scenario into the address bar. Called on every redraw of the live
-    views: a step, a knob, a workload or the slider moving."""
-    params = link_params(session())
+    """Write the session's scenario into the address bar, with the server's mark (and a replay's
+    file name). Called on every redraw of the live views: a step, a knob, a workload or the slider."""
+    s = session()
+    params = {**link_params(s), SERVER_PARAM: BOOT, **({REPLAY_PARAM: s.run.name} if s.replaying else {})}
     if st.query_params.to_dict() != params:
         st.query_params.from_dict(params)
 
@@ -80,6 +98,16 @@ def open_link() -> None:
         return
     s.link_opened = True
     params = st.query_params.to_dict()
+    restarted = params.pop(SERVER_PARAM, BOOT) != BOOT
+    replayed = params.pop(REPLAY_PARAM, None)
+    if replayed is not None:
+        why = "The server restarted since" if restarted else "A new session opened"
+        s.flash("warning", f"{why} this page showed the replay of {literal(replayed)}: a file is kept by the "
+                           "session that loaded it, never in a link. Load it again under *Load a saved run*.")
+    elif restarted:
+        s.flash("info", "The server restarted since this page was drawn, so your run was rebuilt from its link: "
+                        "the knobs, the workload, the changes and the step on screen. Results kept by the old "
+                        "session (A/B comparisons, sweeps, lesson answers) are gone: run them again.")
     if params.pop(presenter.QUERY_PARAM, None) in ("1", "true", "on"):
         s.presenting = True
     path_warnings = _open_path(s, params.pop(PATH_PARAM, ""))
@@ -95,7 +123,7 @@ def open_link() -> None:
     try:
         run, notes = open_scenario(scenario, default_knobs(scenario.lesson), own.items(), load=cached_load)
     except ValueError as exc:
-        s.flash("error", f"The link could not be opened: {exc}. The lab starts with its defaults.")
+        s.flash("error", f"The link could not be opened: {plain(exc)}. The lab starts with its defaults.")
         return
     s.show(run, scenario.workload or own)
     s.lesson_id = scenario.lesson

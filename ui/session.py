@@ -23,6 +23,7 @@ import streamlit as st
 
 from engine import EngineConfig, LoadedModel, load_model
 from engine.workload import WorkloadSource
+from lab.budgets import check_offered
 from lab.compare import ABRun
 from lab.lessons import Lesson, LessonError, LessonProgress, load_lessons
 from lab.recording import Recording
@@ -34,8 +35,15 @@ DEFAULT_SOURCE = WorkloadSource(preset="chats_and_speeches")  # the workload a n
 
 
 @st.cache_resource(show_spinner="Loading the model (once per server)…")
-def cached_load(name: str, device: str, dtype: str) -> LoadedModel:
+def _load_once(name: str, device: str, dtype: str) -> LoadedModel:
     return load_model(name, device, dtype)
+
+
+def cached_load(name: str, device: str, dtype: str) -> LoadedModel:
+    """The loader every lab run is built with: only a model the operator offers (BudgetError names
+    them), loaded once per server."""
+    check_offered(name)
+    return _load_once(name, device, dtype)
 
 
 @st.cache_resource(show_spinner=False)

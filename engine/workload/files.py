@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from engine.limits import MAX_REQUESTS
-from engine.values import parse
+from engine.values import parse, parse_json
 from engine.workload.item import FIELDS, ITEM_TYPES, WorkloadError, WorkloadItem, known_fields, shown
 
 FORMATS = ("jsonl", "csv")
@@ -69,9 +69,9 @@ def _parse_jsonl(text: str) -> list[WorkloadItem]:
         if not line.strip():
             continue
         try:
-            values = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise WorkloadError(f"not valid JSON: {exc.msg} at column {exc.colno}", number) from None
+            values = parse_json(line)
+        except ValueError as exc:
+            raise WorkloadError(str(exc), number) from None
         if not isinstance(values, dict):
             raise WorkloadError(f'expected a JSON object such as {{"prompt": "ROMEO:"}}, got '
                                 f"{type(values).__name__}", number)

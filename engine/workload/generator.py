@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.limits import MAX_REQUESTS
+from engine.limits import MAX_GENERATED_TOKENS, MAX_OUTPUT_TOKENS, MAX_PROMPT_TOKENS, MAX_REQUESTS
 from engine.workload.item import WorkloadItem, is_int, is_number
 
 _WORDS = (
@@ -52,19 +52,26 @@ class GeneratorSpec:
              f"an integer in [1, {MAX_REQUESTS}]"),
             ("arrival_rate", is_number(self.arrival_rate) and 0.01 <= self.arrival_rate <= 100,
              "a number of arrivals per step in [0.01, 100]"),
-            ("prompt_tokens", _is_range(self.prompt_tokens), "a (low, high) pair of integers, 1 <= low <= high"),
-            ("output_tokens", _is_range(self.output_tokens), "a (low, high) pair of integers, 1 <= low <= high"),
+            ("prompt_tokens", _is_range(self.prompt_tokens, MAX_PROMPT_TOKENS),
+             f"a (low, high) pair of integers, 1 <= low <= high <= {MAX_PROMPT_TOKENS}"),
+            ("output_tokens", _is_range(self.output_tokens, MAX_OUTPUT_TOKENS),
+             f"a (low, high) pair of integers, 1 <= low <= high <= {MAX_OUTPUT_TOKENS}"),
             ("priorities", is_int(self.priorities) and 1 <= self.priorities <= 10, "an integer in [1, 10]"),
         ]
         for name, ok, must in checks:
             if not ok:
                 raise ValueError(f"{name} must be {must}; got {getattr(self, name)!r}")
+        most = self.num_requests * self.prompt_tokens[1]
+        if most > MAX_GENERATED_TOKENS:
+            raise ValueError(f"{self.num_requests} requests of up to {self.prompt_tokens[1]:,} prompt tokens could "
+                             f"total {most:,} tokens; a generated workload may total {MAX_GENERATED_TOKENS:,} (fewer "
+                             "requests or shorter prompts)")
         self.prompt_tokens, self.output_tokens = tuple(self.prompt_tokens), tuple(self.output_tokens)
 
 
-def _is_range(pair: object) -> bool:
+def _is_range(pair: object, high: int) -> bool:
     return isinstance(pair, (tuple, list)) and len(pair) == 2 and all(is_int(v) for v in pair) \
-        and 1 <= pair[0] <= pair[1]
+        and 1 <= pair[0] <= pair[1] <= high
 
 
 def generate_workload(spec: GeneratorSpec) -> list[WorkloadItem]:

@@ -12,7 +12,7 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
-from engine.limits import MAX_ARRIVAL_MS, MAX_PROMPT_TOKENS, MAX_STEPS
+from engine.limits import MAX_ARRIVAL_MS, MAX_OUTPUT_TOKENS, MAX_PROMPT_TOKENS, MAX_STEPS
 
 
 class WorkloadError(ValueError):
@@ -34,14 +34,26 @@ def is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def is_text(v: object) -> bool:
+    """A str that is real text: a lone surrogate (legal in JSON's escapes, not in UTF-8) is not."""
+    if not isinstance(v, str):
+        return False
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def is_number(v: object) -> bool:
     return (is_int(v) or isinstance(v, float)) and math.isfinite(v)
 
 
 # field -> (accepts the value?, what it must be). One table serves every source of items.
 _RULES: dict[str, tuple[Callable[[object], bool], str]] = {
-    "prompt": (lambda v: isinstance(v, str) and v.strip() != "", "must be text with at least one non-space character"),
-    "max_tokens": (lambda v: is_int(v) and v >= 1, "must be an integer >= 1"),
+    "prompt": (lambda v: is_text(v) and v.strip() != "", "must be text with at least one non-space character"),
+    "max_tokens": (lambda v: is_int(v) and 1 <= v <= MAX_OUTPUT_TOKENS,
+                   f"must be an integer in [1, {MAX_OUTPUT_TOKENS}]"),
     "priority": (is_int, "must be an integer (lower values are served first under the priority policy)"),
     "arrival_step": (lambda v: is_int(v) and 0 <= v <= MAX_STEPS, f"must be an integer in [0, {MAX_STEPS}]"),
     "temperature": (lambda v: is_number(v) and 0 <= v <= 5, "must be a number in [0, 5] (0 means greedy)"),

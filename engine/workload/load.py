@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.limits import MAX_REQUESTS
+from engine.limits import MAX_PROMPT_TOKENS, MAX_REQUESTS
 from engine.workload.item import WorkloadItem
 
 TRACE_DIR = Path(__file__).parents[1] / "traces"
@@ -109,9 +109,11 @@ class LengthDist:
     def __post_init__(self) -> None:
         _check(self.kind in ("fixed", "uniform", "lognormal"), "length kind", "fixed, uniform or lognormal",
                self.kind)
-        _check(isinstance(self.a, int | float) and self.a >= 1, "length a", "a number >= 1", self.a)
+        _check(isinstance(self.a, int | float) and 1 <= self.a <= MAX_PROMPT_TOKENS, "length a",
+               f"a number of tokens in [1, {MAX_PROMPT_TOKENS}]", self.a)
         if self.kind == "uniform":
-            _check(isinstance(self.b, int | float) and self.b >= self.a, "length b", "a number >= a", self.b)
+            _check(isinstance(self.b, int | float) and self.a <= self.b <= MAX_PROMPT_TOKENS, "length b",
+                   f"a number in [a, {MAX_PROMPT_TOKENS}]", self.b)
         if self.kind == "lognormal":
             _check(isinstance(self.b, int | float) and 0 <= self.b <= 3, "length spread", "in [0, 3]", self.b)
 

@@ -13,11 +13,16 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from engine import EngineConfig, StepRecord
+from engine.knobs import LIVE_KNOBS
+from engine.records import CHUNK_KINDS, EVENT_KINDS
+from engine.request import RequestStatus
+from engine.values import parse_json
 from engine.workload import WorkloadItem
 from lab.run import Change
 
 RUN_FORMAT = "scheduler-loop-lab/run"
 RUN_FORMAT_VERSION = 1
+STATUSES = tuple(s.value for s in RequestStatus)
 
 
 @dataclass
@@ -62,6 +67,9 @@ def load_run(text: str) -> SavedRun:
         if record.step != len(records):
             raise ValueError(f"line {n}: expected step {len(records)}, found step {record.step!r} "
                              "(a run file holds every step from 0, in order)")
+        problem = _inconsistent(record, header["config"])
+        if problem:
+            raise ValueError(f"line {n}: step {record.step} {problem}")
         records.append(record)
     return SavedRun(records=records, **header)
 
@@ -95,6 +103,33 @@ def _header(n: int, line: str) -> dict:
     return {"config": config, "workload": items, "seed": seed, "changes": _changes(n, data.get("changes", {}))}
 
 
+def _inconsistent(record: StepRecord, config: EngineConfig) -> str | None:
+    """What in a well-typed record no engine could have written under the header's config (every
+    view trusts these: a batch names known requests, kinds are the engine's own, the pool is the
+    config's), or None."""
+    known = record.requests
+    ids = [c.request_id for c in record.batch] + record.waiting + record.running + record.swapped + record.finished \
+        + [e.request_id for e in record.events if e.request_id is not None]
+    checks = (
+        (next((i for i in ids if i not in known), None), "names request {!r}, which its requests do not list"),
+        (next((c.kind for c in record.batch if c.kind not in CHUNK_KINDS), None), "has a chunk of unknown kind {!r}"),
+        (next((e.kind for e in record.events if e.kind not in EVENT_KINDS), None), "has an event of unknown kind {!r}"),
+        (next((v.status for v in known.values() if v.status not in STATUSES), None), "has a request status {!r}"),
+        (next((rid for rid, v in known.items() if rid != v.request_id), None), "files request {!r} under another id"),
+        (next((b.block_id for b in record.blocks if not 0 <= b.block_id < _pool(config, b.device)
+               or b.state not in ("used", "cached")), None), "has page {!r} outside the config's pools"),
+        (record.budget.num_gpu_blocks if record.budget.num_gpu_blocks != config.num_gpu_blocks else None,
+         "has a pool of {!r} pages, not the header's num_gpu_blocks"),
+        (record.modeled.deployment if record.modeled and record.modeled.deployment != config.deployment else None,
+         "is priced on {!r}, not on the header's deployment"),
+    )
+    return next((what.format(found) for found, what in checks if found is not None), None)
+
+
+def _pool(config: EngineConfig, device: str) -> int:
+    return {"gpu": config.num_gpu_blocks, "cpu": config.num_cpu_blocks}.get(device, 0)
+
+
 def _changes(n: int, data: object) -> dict[int, Change]:
     """The header's mid-run changes: {"<step>": {"knobs": {...}, "requests": [...]}}."""
     if not isinstance(data, dict):
@@ -107,8 +142,12 @@ def _changes(n: int, data: object) -> dict[int, Change]:
         knobs, requests = change.get("knobs", {}), change.get("requests", [])
         if not isinstance(knobs, dict) or not isinstance(requests, list):
             raise ValueError(f"{where}: 'knobs' must be an object and 'requests' a list")
+        if set(knobs) - LIVE_KNOBS:
+            raise ValueError(f"{where}: {', '.join(map(repr, sorted(set(knobs) - LIVE_KNOBS)))} is not a knob that can "
+                             "change mid-run")
         try:
             items = [WorkloadItem(**item) for item in requests]
+            EngineConfig().with_changes(**knobs)  # names a bad value
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{where}: {exc}") from exc
         changes[int(step)] = Change(dict(knobs), items)
@@ -117,9 +156,9 @@ def _changes(n: int, data: object) -> dict[int, Change]:
 
 def _json_object(n: int, line: str, what: str) -> dict:
     try:
-        data = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"line {n}: {what} is not valid JSON ({exc.msg} at column {exc.colno})") from exc
+        data = parse_json(line)
+    except ValueError as exc:
+        raise ValueError(f"line {n}: {what} is {exc}") from None
     if not isinstance(data, dict):
         raise ValueError(f"line {n}: {what} must be a JSON object, found {type(data).__name__}")
     return data

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from transformers import AutoTokenizer
 
 from engine import DEFAULT_MODEL, Engine, EngineConfig
-from engine.limits import MAX_REQUESTS, MAX_STEPS
+from engine.limits import MAX_OUTPUT_TOKENS, MAX_REQUESTS, MAX_STEPS
 from engine.workload import (
     FORMATS,
     PRESETS,
@@ -31,7 +31,7 @@ from engine.workload import (
 items = st.builds(
     WorkloadItem,
     prompt=st.text(min_size=1, max_size=40).filter(str.strip),
-    max_tokens=st.integers(1, 10**6),
+    max_tokens=st.integers(1, MAX_OUTPUT_TOKENS),
     priority=st.integers(-1000, 1000),
     arrival_step=st.integers(0, MAX_STEPS),
     temperature=st.floats(0, 5, allow_nan=False),
@@ -72,7 +72,7 @@ GOOD_LINE = '{"prompt": "ROMEO:"}\n'
     ("jsonl", GOOD_LINE + '{"max_tokens": 4}\n', ["line 2, field 'prompt'", "missing"]),
     ("jsonl", GOOD_LINE + '{"prompt": "   "}\n', ["line 2, field 'prompt'", "non-space"]),
     ("jsonl", GOOD_LINE * 2 + '{"prompt": "x", "max_tokens": -1}\n',
-     ["line 3, field 'max_tokens'", "integer >= 1", "got -1"]),
+     ["line 3, field 'max_tokens'", "integer in [1, 100000]", "got -1"]),
     ("jsonl", GOOD_LINE + '{"prompt": "x", "max_tokens": "12"}\n', ["line 2, field 'max_tokens'", "got '12'"]),
     ("jsonl", GOOD_LINE + '{"prompt": "x", "max_tokens": true}\n', ["line 2, field 'max_tokens'"]),
     ("jsonl", GOOD_LINE + '{"prompt": "x", "max_token": 3}\n',
@@ -86,7 +86,7 @@ GOOD_LINE = '{"prompt": "ROMEO:"}\n'
     ("csv", "max_tokens,priority\n3,0\n", ["line 1", "no 'prompt' column"]),
     ("csv", "prompt,prompt\nROMEO:,JULIET:\n", ["line 1", "repeats"]),
     ("csv", "prompt,max_tokens\nROMEO:,3\nJULIET:,abc\n",
-     ["line 3, field 'max_tokens'", "must be an integer >= 1, got 'abc'"]),
+     ["line 3, field 'max_tokens'", "must be an integer in [1, 100000], got 'abc'"]),
     ("csv", "prompt,max_tokens\nROMEO:,3,1\n", ["line 2", "3 cells", "2 columns"]),
     # A quoted prompt spans lines 2-3, so the bad row starts on physical line 4.
     ("csv", 'prompt,ignore_eos\n"two\nlines",true\nROMEO:,maybe\n', ["line 4, field 'ignore_eos'", "'maybe'"]),

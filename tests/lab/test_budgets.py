@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
-from engine import EngineConfig, load_model
+from engine import DEFAULT_MODEL, EngineConfig, load_model
 from engine.kv_cache import pool_bytes
+from engine.limits import MAX_REQUESTS
 from engine.workload import WorkloadItem
 from lab import budgets
 from lab.budgets import KV_POOL_BYTES, LINK_STEPS, BudgetError, check_pool, heavy_job
@@ -77,3 +79,69 @@ def test_heavy_jobs_beyond_the_servers_turns_wait_in_line():
     for w in [*workers, late]:
         w.join(5)
     assert len(started) == budgets.HEAVY_JOBS + 1 and budgets.jobs_waiting() == 0
+
+
+# ---- issue 32: what a visitor may ask for ------------------------------------------------------
+
+
+def test_a_visitor_runs_only_the_operators_models_and_learns_nothing_of_the_disk(monkeypatch, tiny_llama):
+    monkeypatch.setenv("LAB_MODEL", tiny_llama)
+    monkeypatch.setenv("LAB_MODELS", " org/other-model , ")
+    assert budgets.offered_models() == (tiny_llama, "org/other-model")
+    assert budgets.model_label(tiny_llama) == Path(tiny_llama).name  # no server path on screen
+    messages = set()
+    for name in ("/etc", "/no/such/folder", "../../", "gpt2"):
+        with pytest.raises(BudgetError) as refused:
+            budgets.check_offered(name)
+        messages.add(str(refused.value))
+    assert len(messages) == 1 and "does not offer" in messages.pop()  # one answer, whatever exists
+    budgets.check_offered(tiny_llama)
+    monkeypatch.setenv("LAB_MODEL", "")  # an empty value is unset, not a model called ""
+    assert budgets.lab_model() == DEFAULT_MODEL
+
+
+def test_a_workload_past_the_sessions_share_is_refused_before_a_prompt_is_built(tiny_llama):
+    long = [WorkloadItem("synthetic", max_tokens=4, prompt_tokens=100_000)] * 2
+    with pytest.raises(BudgetError, match="request 1 asks for a prompt of 100,000 tokens, longer than the model's "
+                                          "context of 512"):
+        Run(EngineConfig(model=tiny_llama), long, load=_loader)
+    with pytest.raises(BudgetError, match=f"has 501 requests; a lab session may have {MAX_REQUESTS}"):
+        Run(EngineConfig(model=tiny_llama), ITEMS * 501, load=_loader)
+    text = [WorkloadItem("ROMEO: " + "x" * 200_000, max_tokens=4)] * 6
+    with pytest.raises(BudgetError, match="prompts take 1,200,042 tokens or bytes; a lab session may hold 1,048,576"):
+        Run(EngineConfig(model=tiny_llama), text, load=_loader)
+    run = Run(EngineConfig(model=tiny_llama), ITEMS, load=_loader)
+    run.step()
+    with pytest.raises(BudgetError, match="longer than the model's context"):
+        run.add_request(long[0])
+    assert run.items() == ITEMS  # the hand-added request was refused, the run kept
+
+
+@pytest.mark.parametrize("params, named", [
+    ({f"req.{i}": "ROMEO:" for i in range(501)}, "501 requests"),
+    ({"req.0": "synthetic", "req.0.prompt_tokens": "100000"}, "longer than the model's context"),
+])
+def test_a_link_past_the_budget_is_refused_by_name(tiny_llama, params, named):
+    scenario, _ = decode_scenario(params, EngineConfig(model=tiny_llama))
+    with pytest.raises(BudgetError, match=named):
+        open_scenario(scenario, EngineConfig(model=tiny_llama), [], load=_loader)
+
+
+@pytest.mark.parametrize("params, named", [
+    ({"gen.prompt": "100000-100000", "gen.requests": "500"}, "may total 1,000,000"),
+    ({"gen.prompt": "1-999999999999999999"}, "high <= 100000"),
+    ({"load.prompt": "lognormal:1.7e308:3"}, "length a must be a number of tokens in [1, 100000]"),
+])
+def test_a_generator_past_the_engines_limits_is_named_before_anything_is_drawn(tiny_llama, params, named):
+    started = time.perf_counter()
+    _, warnings = decode_scenario(params, EngineConfig(model=tiny_llama))
+    assert any(named in w for w in warnings), warnings
+    assert time.perf_counter() - started < 5  # refused from the numbers, not after building 50M tokens
+
+
+def test_a_saved_run_is_held_to_a_live_runs_pool_budget(monkeypatch, tiny_llama):
+    monkeypatch.setenv("LAB_MODEL", tiny_llama)
+    budgets.check_replay(EngineConfig(model=tiny_llama, num_gpu_blocks=64), _loader)
+    for model in (tiny_llama, "/a/model/this/server/does/not/offer"):  # then sized with the lab's own model
+        with pytest.raises(BudgetError, match="num_gpu_blocks=1000000"):
+            budgets.check_replay(EngineConfig(model=model, num_gpu_blocks=1_000_000), _loader)

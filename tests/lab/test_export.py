@@ -29,6 +29,8 @@ from lab.metrics import run_metrics
 # requests are preempted; the last can never fit (300 prompt tokens) and is rejected.
 WORKLOAD = [WorkloadItem("ROMEO: but soft, what light"[: 8 + 3 * i], max_tokens=10 + i, arrival_step=i // 2,
                          ignore_eos=True) for i in range(8)] + [WorkloadItem("x" * 300, max_tokens=8)]
+MODELED = {"deployment": "llama-3.1-8b@h100-sxm", "total_ms": 1.0, "parts": {}, "bound": "memory", "flops": 0.0,
+           "bytes": 0.0, "mfu": 0.0, "mbu": 0.0, "swap_ms": 0.0, "clock_ms": 1.0}
 PHASES = {"waiting", "prefill", "prefill chunk", "decode", "recompute", "preempted", "swapped", "stalled"}
 
 
@@ -92,6 +94,26 @@ def edit_json(edit):
      "budget"),
     (3, edit_json(lambda d: d.update(batch=5)), "line 3: not a valid step record"),
     (4, edit_json(lambda d: d.update(step=7)), "line 4: expected step 2, found step 7"),
+    # Issue 32, case 13: files that passed the loader and broke a view when stepped.
+    (3, edit_json(lambda d: d["budget"].update(tokens_used="abc")), "budget.tokens_used must be an integer, found "
+     "'abc'"),
+    (3, edit_json(lambda d: d["batch"][0].update(request_id="ghost")), "step 1 names request 'ghost'"),
+    (3, edit_json(lambda d: d["batch"][0].update(kind="warp")), "step 1 has a chunk of unknown kind 'warp'"),
+    (3, edit_json(lambda d: d["events"][0].update(kind="teleported")), "an event of unknown kind 'teleported'"),
+    (3, edit_json(lambda d: d.update(modeled={**MODELED, "deployment": "<b>x</b>"})), "step 1 is priced on "
+     "'<b>x</b>', not on the header's deployment"),
+    (3, edit_json(lambda d: d["budget"].update(num_gpu_blocks=10**12)), "a pool of 1000000000000 pages"),
+    (3, edit_json(lambda d: d.update(blocks=[{**d["blocks"][0], "block_id": 10**12}])), "page 1000000000000 "
+     "outside the config's pools"),
+    (3, edit_json(lambda d: next(iter(d["requests"].values())).update(status="<a href=x>")), "a request status "
+     "'<a href=x>'"),
+    (1, edit_json(lambda d: d.update(changes={"2": {"knobs": {"bogus": 1}}})), "'bogus' is not a knob that can "
+     "change mid-run"),
+    (1, edit_json(lambda d: d.update(changes={"2": {"knobs": {"num_gpu_blocks": 10**12}}})), "'num_gpu_blocks' is "
+     "not a knob that can change mid-run"),
+    (1, edit_json(lambda d: d.update(changes={"2": {"knobs": {"max_num_seqs": -1}}})), "max_num_seqs must be"),
+    (2, lambda line: "[" * 100_000, "line 2: a step record is not valid JSON: nested too deeply"),
+    (2, lambda line: '{"step": ' + "9" * 5000 + "}", "line 2: a step record is not valid JSON: Exceeds the limit"),
 ])
 def test_bad_run_file_names_the_line_and_the_problem(run_file, number, edit, message):
     with pytest.raises(ValueError) as err:

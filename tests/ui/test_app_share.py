@@ -22,6 +22,7 @@ from lab.export import downloads, step_figures
 from lab.link import Scenario, decode_scenario, encode_scenario, scenario_changes
 from lab.recording import Recording
 from tests.ui.test_app import APP, charts, click, run_of, scrubber
+from ui.link import REPLAY_PARAM, SERVER_PARAM
 
 
 @pytest.fixture
@@ -42,8 +43,9 @@ def timeless(records) -> list:
 
 
 def link_of(app: AppTest) -> dict[str, str]:
-    """The query parameters the app last wrote to the address bar."""
-    return {k: v[-1] if isinstance(v, list) else v for k, v in app.query_params.items()}
+    """The query parameters the app last wrote to the address bar, less the server's mark (a link
+    opened on the same server ignores it)."""
+    return {k: v[-1] if isinstance(v, list) else v for k, v in app.query_params.items() if k != SERVER_PARAM}
 
 
 def export(app: AppTest, label: str) -> str:
@@ -171,14 +173,14 @@ def test_export_then_import_replays_the_same_records_without_the_engine(lab_env)
     replay = run_of(app)
     assert isinstance(replay, Recording) and replay is not live
     assert timeless(replay.records) == timeless(live.records) and replay.config == live.config
-    assert "Replay of mine.jsonl" in app.info[0].value
+    assert "Replay of** ` mine.jsonl `" in app.info[0].value
     assert app.session_state["session"].run.cursor == -1
     click(app, "run_steps")  # moves through the recording (10 asked, 6 recorded)
     assert replay.cursor == 5 and app.button(key="step").disabled
     assert "Step 5 is the last recorded step" in app.info[0].value
     click(app, "back")
     assert replay.cursor == 4 and not app.button(key="step").disabled
-    assert link_of(app) == {}  # a file has no link
+    assert link_of(app) == {REPLAY_PARAM: "mine.jsonl"}  # a file has no link, only its name as a mark
     click(app, "back_to_live")
     assert run_of(app) is live
 
@@ -207,7 +209,7 @@ def test_a_bad_run_file_names_the_line_and_keeps_the_run(lab_env):
     assert "broken.jsonl" in app.error[0].value and "line 3" in app.error[0].value
     assert run_of(app) is run and run.cursor == 2
     upload_run(app, "binary.jsonl", b"\xff\xfe\x00")  # not even text
-    assert "binary.jsonl** is not UTF-8 text" in app.error[0].value and run_of(app) is run
+    assert "binary.jsonl ` is not UTF-8 text" in app.error[0].value and run_of(app) is run
 
 
 def test_trace_metrics_and_charts_exports(lab_env):
@@ -330,10 +332,15 @@ def test_a_run_files_text_reaches_the_page_escaped(lab_env):
     lines = export(app, "Run").splitlines()
     evil = "<a href='http://evil.example' style='position:fixed;inset:0'>x</a>"
     lines[1] = lines[1].replace('"kind": "arrived"', f'"kind": {json.dumps(evil)}', 1)
+    live = run_of(app)
     upload_run(app, "evil.jsonl", "\n".join(lines))
+    # Case 13: the loader's schema check refuses the kind, and its message quotes it escaped.
+    said = app.error[0].value
+    assert "has an event of unknown kind" in said and "\\<a ` href='http://evil.example' ` " in said
+    assert run_of(app) is live
     click(app, "step")
     body = "\n".join(m.proto.body for m in app.markdown)
-    assert "<a href='http://evil.example'" not in body and "&lt;a href=" in body
+    assert "<a href='http://evil.example'" not in body
 
 
 @pytest.mark.parametrize(("knob", "value"), [("slo_percentile", "1e-300"), ("watermark", "0.995"),

@@ -22,7 +22,7 @@ from lab.budgets import heavy_job
 from lab.charts import blocks, queues
 from lab.charts.style import layout
 from lab.compare import LABELS, ABRun, diff_table, kv_usage_figure, latency_ecdf, throughput_figure
-from ui.draw import CSS, chart, flashes
+from ui.draw import CSS, chart, flashes, plain
 from ui.session import exclusive, session
 from ui.widgets import presenter
 from ui.widgets.knobs import knob_widget
@@ -66,7 +66,7 @@ def _on_start() -> None:
         try:
             config, set_by_preset = _side_config(base, side, s.ab_configs[i] if s.ab_configs else base)
         except ValueError as exc:
-            s.flash("error", f"**Config {side}** is not valid: {exc}. The comparison on screen is kept.")
+            s.flash("error", f"**Config {side}** is not valid: {plain(exc)}. The comparison on screen is kept.")
             return
         configs.append(config)
         if set_by_preset:
@@ -76,7 +76,7 @@ def _on_start() -> None:
     try:
         s.ab = ABRun(*configs, workload.items() if isinstance(workload, WorkloadSource) else workload)
     except ValueError as exc:
-        s.flash("error", f"The engines could not start: {exc}. The comparison on screen is kept.")
+        s.flash("error", f"The engines could not start: {plain(exc)}. The comparison on screen is kept.")
         return
     s.ab_configs, s.ab_workload = tuple(configs), label
     _fill_form(s.ab_configs)  # the form shows what runs, the rules a preset set included

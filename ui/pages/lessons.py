@@ -7,7 +7,7 @@ import streamlit as st
 
 from lab.lessons import LessonError, load_glossary
 from lab.lessons.terms import load_terms
-from ui.draw import prose
+from ui.draw import plain, prose
 from ui.pages import lesson as lesson_panel
 from ui.session import lessons as all_lessons
 from ui.session import readable_lessons, session
@@ -30,7 +30,7 @@ def catalogue(lab: st.Page) -> None:
         try:
             lessons = all_lessons()
         except LessonError as exc:
-            st.error(f"The lessons cannot be read: {exc}", icon=":material/error:")
+            st.error(f"The lessons cannot be read: {plain(exc)}", icon=":material/error:")
             return
         for n, lesson in enumerate(lessons.values(), 1):
             v = session().visit(lesson.id)
@@ -56,7 +56,7 @@ def catalogue(lab: st.Page) -> None:
                     try:
                         lesson_panel.open_lesson(lesson.id)
                     except ValueError as exc:
-                        st.error(f"Lesson {n} could not open: {exc}", icon=":material/error:")
+                        st.error(f"Lesson {n} could not open: {plain(exc)}", icon=":material/error:")
                     else:
                         st.switch_page(lab)
 
@@ -70,7 +70,7 @@ def glossary() -> None:
         try:
             terms, sections = load_terms(), load_glossary()
         except (LessonError, OSError) as exc:
-            st.error(f"The glossary cannot be read: {exc}", icon=":material/error:")
+            st.error(f"The glossary cannot be read: {plain(exc)}", icon=":material/error:")
             return
         titles = {lesson.number: lesson.title for lesson in readable_lessons().values()}
         st.markdown("## Terms")

@@ -26,7 +26,7 @@ from lab.sweep import (
     run_sweep,
     table,
 )
-from ui.draw import CSS, chart
+from ui.draw import CSS, chart, plain
 from ui.session import session
 from ui.widgets import presenter
 from ui.widgets.workload import page_workload, page_workload_box
@@ -48,7 +48,7 @@ def _run(label: str, workload: WorkloadSource | list[WorkloadItem]) -> None:
     try:
         values = parse_values(knob, s.widget("sweep_values"), base)
     except ValueError as exc:
-        st.error(f"The sweep did not run: {exc}.")
+        st.error(f"The sweep did not run: {plain(exc)}.")
         return
     bar = st.progress(0.0, text=f"Running the workload with {len(values)} values of {knob}…")
 
@@ -61,7 +61,7 @@ def _run(label: str, workload: WorkloadSource | list[WorkloadItem]) -> None:
             bar.progress(0.0, text=f"Running the workload with {len(values)} values of {knob}…")
             points = run_sweep(base, workload, knob, values, progress=lambda done: bar.progress(done / len(values)))
     except ValueError as exc:  # e.g. the lab's model cannot be loaded
-        st.error(f"The sweep did not run: {exc}.")
+        st.error(f"The sweep did not run: {plain(exc)}.")
         return
     finally:
         bar.empty()
@@ -99,7 +99,7 @@ def page() -> None:
     try:
         s.run.config_next()
     except ValueError as exc:  # the lab's model cannot be loaded: there is nothing to sweep
-        st.error(f"The lab could not start its engine: {exc}")
+        st.error(f"The lab could not start its engine: {plain(exc)}")
         return
     page_workload_box("sweep_workload")
     label, workload = page_workload("sweep_workload")

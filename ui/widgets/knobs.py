@@ -14,6 +14,7 @@ import streamlit as st
 
 from engine.hardware import SUGGESTED
 from engine.knobs import GROUPS, KNOB, KNOBS, Knob
+from lab.budgets import model_label, offered_models
 from ui.session import default_knobs, exclusive, session
 
 # group -> (title, what a change does). The knobs come from the table, the scheduler's preset first.
@@ -35,9 +36,9 @@ PANEL = {group: tuple(sorted((k for k in KNOBS if k.group == group), key=lambda 
 
 
 def widget_kind(knob: Knob) -> str:
-    """'int', 'float' (a slider), 'target' (a float or none), 'bool', 'choice', 'deployment' or 'text'."""
-    if knob.name == "deployment":
-        return "deployment"
+    """'int', 'float' (a slider), 'target' (a float or none), 'bool', 'choice', 'deployment' or 'model'."""
+    if knob.name in ("deployment", "model"):
+        return knob.name
     if knob.choices:
         return "choice"
     if knob.type is bool:
@@ -46,7 +47,7 @@ def widget_kind(knob: Knob) -> str:
         return "int"
     if knob.type is float:
         return "target" if knob.optional else "float"
-    return "text"
+    raise ValueError(f"knob {knob.name!r} has no widget")  # a new kind of knob needs one here
 
 
 def _key(name: str) -> str:
@@ -135,8 +136,8 @@ def knob_widget(knob: Knob, key: str | None = None, label: str | None = None, **
         mine = "this machine (measured)"  # None: as an option, and as the placeholder a None value shows
         st.selectbox(label, options, accept_new_options=True, placeholder=mine, **args,
                      format_func=lambda name: mine if name is None else name)
-    else:
-        st.text_input(label, **args)
+    else:  # the model: one from the operator's list, never a path a visitor types (issue 32)
+        st.selectbox(label, offered_models(), format_func=model_label, **args)
 
 
 def knobs_panel() -> None:

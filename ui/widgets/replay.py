@@ -6,6 +6,7 @@ import streamlit as st
 
 from engine.workload import WorkloadSource
 from lab.recording import Recording
+from ui.draw import literal, plain
 from ui.session import cached_load, exclusive, session
 
 
@@ -25,18 +26,18 @@ def _on_continue_live() -> None:
     try:
         run = recording.continue_live(cached_load)
     except (ValueError, OSError) as exc:
-        s.flash("error", f"The engine could not re-run **{recording.name}**: {exc}. It stays a replay.")
+        s.flash("error", f"The engine could not re-run {literal(recording.name)}: {plain(exc)}. It stays a replay.")
         return
     s.show(run, WorkloadSource(requests=tuple(recording.workload), name=f"workload of {recording.name}"))
     s.live_run = None
-    s.flash("success", f"The engine re-ran **{recording.name}** step for step; this is now a live run.")
+    s.flash("success", f"The engine re-ran {literal(recording.name)} step for step; this is now a live run.")
 
 
 def notice() -> None:
     """Above the step bar: whose steps these are, and why Step stops at the last one."""
     run: Recording = session().run
     last = len(run.records) - 1
-    message = (f":material/movie: **Replay of {run.name}**: {last + 1} recorded steps, no engine running. "
+    message = (f":material/movie: **Replay of** {literal(run.name)}: {last + 1} recorded steps, no engine running. "
                "Step, Run and Play move through the recording.")
     if run.done:
         message += (f" **Step {last} is the last recorded step**: going further needs the engine. "
@@ -52,7 +53,7 @@ def sidebar() -> None:
     with st.sidebar:
         st.markdown("### :material/neurology: Scheduler Loop Lab")
         st.header("Replay", divider="gray")
-        st.caption(f"**{run.name}** · {len(run.records)} steps · {len(run.workload)} requests")
+        st.caption(f"{literal(run.name)} · {len(run.records)} steps · {len(run.workload)} requests")
         st.button("Back to the live lab", key="back_to_live", on_click=_on_back_to_live, type="primary",
                   width="stretch", icon=":material/undo:")
         st.button("Continue live", key="continue_live", on_click=_on_continue_live, width="stretch",

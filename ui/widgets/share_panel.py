@@ -4,25 +4,33 @@ from __future__ import annotations
 
 import streamlit as st
 
-from lab.export import downloads, load_run
+from lab.budgets import check_replay
+from lab.export import SavedRun, downloads, load_run
 from lab.recording import Recording
-from ui.link import LONG_LINK, share_url
-from ui.session import exclusive, session
+from ui.draw import literal
+from ui.link import LINK_PARAMS, LONG_LINK, scenario_params, share_url
+from ui.session import cached_load, exclusive, session
 from ui.widgets import presenter
-from ui.widgets.workload import read_upload
+from ui.widgets.workload import file_name, read_upload
+
+
+def _budgeted_run(text: str) -> SavedRun:
+    saved = load_run(text)
+    check_replay(saved.config, cached_load)
+    return saved
 
 
 @exclusive
 def _on_run_upload() -> None:
-    saved = read_upload("run_upload", load_run)
+    saved = read_upload("run_upload", _budgeted_run)
     if saved is None:
         return
     s = session()
-    name = s.widget("run_upload").name
+    name = file_name(s.widget("run_upload"))
     if not s.replaying:
         s.live_run = s.run  # to come back to
     s.show(Recording(saved, name))
-    s.flash("success", f"Loaded **{name}**: {len(saved.records)} recorded steps, replayed without the engine. "
+    s.flash("success", f"Loaded {literal(name)}: {len(saved.records)} recorded steps, replayed without the engine. "
                        "Step and the slider move through them.")
 
 
@@ -34,6 +42,10 @@ def share_panel() -> None:
         with st.expander("Share link", icon=":material/link:"):
             if s.replaying:
                 st.caption("A replayed file has no link: share the file itself.")
+            elif (count := len(scenario_params(s))) > LINK_PARAMS - 2:
+                st.warning(f"This run lists its {len(run.items())} requests one by one: as a link it would take "
+                           f"{count:,} parameters, and a link opens with at most {LINK_PARAMS:,}. Share it as a "
+                           "file instead: **Export ▸ Run (JSONL)**, which anyone can open under *Load a saved run*.")
             else:
                 url = share_url()
                 st.caption("Opens the lab at this step, with these knobs and this workload. Copy it with the "

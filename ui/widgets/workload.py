@@ -7,6 +7,7 @@ The Sweep and A/B pages pick theirs in ``page_workload_box``, which leaves the l
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -25,6 +26,7 @@ from engine.workload import (
 )
 from engine.workload.load import DEFAULT_SCALE, TRACES, RateSpec, TraceSpec
 from lab.budgets import UPLOAD_BYTES
+from ui.draw import literal, plain
 from ui.session import exclusive, session
 
 T = TypeVar("T")
@@ -38,7 +40,7 @@ def _load(source: WorkloadSource, **knobs) -> None:
     try:
         s.run.reset(s.run.config_next().with_changes(**knobs), items)
     except ValueError as exc:
-        s.flash("error", f"The {source.label} could not be loaded: {exc}. The current run is kept.")
+        s.flash("error", f"The {source.label} could not be loaded: {plain(exc)}. The current run is kept.")
         return
     s.source = source
     s.flash("success", f"Loaded the {source.label} ({len(items)} requests); the run restarted at step 0."
@@ -57,7 +59,7 @@ def _on_load_in_time() -> None:
             if kind in TRACES else RateSpec(rate=rate or 4.0, cv=w("load_cv"), duration_s=w("load_duration"),
                                             length_scale=w("load_scale"), seed=w("load_seed"))
     except ValueError as exc:
-        s.flash("error", f"The load settings are not valid: {exc}. The current run is kept.")
+        s.flash("error", f"The load settings are not valid: {plain(exc)}. The current run is kept.")
         return
     # Arrivals by time sit on a deployment's modeled clock: price the run on one if it has none.
     priced = {} if s.run.config_next().deployment else {"deployment": SUGGESTED[0]}
@@ -76,7 +78,7 @@ def _on_generate() -> None:
                              prompt_tokens=w("gen_prompt"), output_tokens=w("gen_output"),
                              priorities=w("gen_priorities"))
     except ValueError as exc:
-        s.flash("error", f"The generator settings are not valid: {exc}. The current run is kept.")
+        s.flash("error", f"The generator settings are not valid: {plain(exc)}. The current run is kept.")
         return
     _load(WorkloadSource(generator=spec))
 
@@ -90,9 +92,15 @@ def _on_add_request() -> None:
                             arrival_step=w("add_arrival"), temperature=w("add_temperature"))
         request_id = s.run.add_request(item)
     except ValueError as exc:
-        s.flash("error", f"The request was not added: {exc}. The run continues unchanged.")
+        s.flash("error", f"The request was not added: {plain(exc)}. The run continues unchanged.")
         return
     s.flash("success", f"Added **{request_id}**; it arrives at step {max(item.arrival_step, s.run.next_step)}.")
+
+
+def file_name(upload) -> str:
+    """An uploaded file's name as the lab shows it, in captions and labels alike: the characters
+    Markdown or HTML could act on become '_' (a file named "[x](http://...)" would draw a link)."""
+    return re.sub(r"[^\w .,+=@#%&'-]", "_", upload.name)[:80]
 
 
 def read_upload(key: str, parse: Callable[[str], T]) -> T | None:
@@ -103,15 +111,15 @@ def read_upload(key: str, parse: Callable[[str], T]) -> T | None:
     if upload is None:
         return None
     if upload.size > UPLOAD_BYTES:
-        s.flash("error", f"**{upload.name}** is {upload.size / 2**20:.1f} MiB; a file for the lab may be at most "
+        s.flash("error", f"{literal(upload.name)} is {upload.size / 2**20:.1f} MiB; a file for the lab may be at most "
                          f"{UPLOAD_BYTES / 2**20:.0f} MiB on this server. The current run is kept.")
         return None
     try:
         return parse(upload.getvalue().decode("utf-8"))
     except UnicodeDecodeError:
-        s.flash("error", f"**{upload.name}** is not UTF-8 text. The current run is kept.")
+        s.flash("error", f"{literal(upload.name)} is not UTF-8 text. The current run is kept.")
     except ValueError as exc:
-        s.flash("error", f"**{upload.name}**, {exc}. The current run is kept.")
+        s.flash("error", f"{literal(upload.name)}, {plain(exc)}. The current run is kept.")
     return None
 
 
@@ -122,11 +130,11 @@ def _on_upload() -> None:
         return
     fmt = format_of(upload.name)
     if fmt is None:
-        s.flash("error", f"**{upload.name}**: the file name must end in .jsonl or .csv. The current run is kept.")
+        s.flash("error", f"{literal(upload.name)}: the file name must end in .jsonl or .csv. The current run is kept.")
         return
     items = read_upload("upload", lambda text: parse_workload(text, fmt))
     if items is not None:
-        _load(WorkloadSource(requests=tuple(items), name=f"file {upload.name}"))
+        _load(WorkloadSource(requests=tuple(items), name=f"file {file_name(upload)}"))
 
 
 def _presets() -> None:

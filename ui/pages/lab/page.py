@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import link
-from ui.draw import CSS, flashes
+from ui.draw import CSS, flashes, plain
 from ui.pages import lesson as lesson_panel
 from ui.pages.lab.views import live
 from ui.session import readable_lessons, session
@@ -39,7 +39,7 @@ def _welcomed(first_lesson: str | None = None) -> None:
         try:
             lesson_panel.open_lesson(first_lesson)
         except ValueError as exc:
-            s.flash("error", f"Lesson 1 could not open: {exc}")
+            s.flash("error", f"Lesson 1 could not open: {plain(exc)}")
 
 
 def welcome() -> None:
@@ -64,7 +64,7 @@ def page() -> None:
     try:
         run = s.run
     except ValueError as exc:  # the default model is missing or cannot be loaded
-        st.error(f"The lab could not start its engine: {exc}")
+        st.error(f"The lab could not start its engine: {plain(exc)}")
         st.stop()
     _sidebar()
     presenter.apply()

@@ -12,6 +12,7 @@ from lab.lessons import (
 )
 from lab.link import LINK_LIST
 from lab.run import default_config
+from ui.draw import plain
 from ui.pages.lesson.script import open_lesson, start_run
 from ui.session import cached_load, exclusive, lessons, session
 
@@ -36,7 +37,7 @@ def on_lock_in(lesson_id: str, checkpoint_id: str) -> None:
             raise AnswerError("the answer box is empty")
         checkpoint.parse(answer)
     except AnswerError as exc:
-        v.notice = f"Your answer was not locked in: {exc}. Nothing ran; fix the answer and lock it in again."
+        v.notice = f"Your answer was not locked in: {plain(exc)}. Nothing ran; fix the answer and lock it in again."
         return
     if run.at_latest:
         run.step(1)
@@ -60,7 +61,7 @@ def on_variant(lesson_id: str, variant: str) -> None:
     try:
         start_run(lesson, variant)
     except ValueError as exc:
-        session().visit(lesson_id).notice = f"The variant could not start: {exc}. The run on screen is kept."
+        session().visit(lesson_id).notice = f"The variant could not start: {plain(exc)}. The run on screen is kept."
 
 
 @exclusive
@@ -70,7 +71,8 @@ def on_restart(lesson_id: str) -> None:
     try:
         start_run(lesson)
     except ValueError as exc:
-        session().visit(lesson_id).notice = f"The lesson could not restart: {exc}. Your run and answers are kept."
+        session().visit(lesson_id).notice = (f"The lesson could not restart: {plain(exc)}. Your run and answers "
+                                             "are kept.")
         return
     v = session().visit(lesson_id)
     v.progress.restart()
@@ -87,7 +89,7 @@ def on_pick(lesson_id: str | None = None) -> None:
     try:
         open_lesson(lesson_id or s.widget("lesson_pick"))
     except ValueError as exc:
-        s.flash("error", f"The lesson could not open: {exc}. The run on screen is kept.")
+        s.flash("error", f"The lesson could not open: {plain(exc)}. The run on screen is kept.")
 
 
 @exclusive
@@ -120,4 +122,4 @@ def on_score(lesson_id: str) -> None:
     try:
         v.progress.attempt(play_challenge(lesson, changed, cached_load(config.model, config.device, config.dtype)))
     except ValueError as exc:
-        v.notice = f"These settings cannot run: {exc}. Nothing was scored; your attempts are kept."
+        v.notice = f"These settings cannot run: {plain(exc)}. Nothing was scored; your attempts are kept."
