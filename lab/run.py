@@ -161,10 +161,17 @@ class Run(History):
         """Run up to n engine steps from the cursor (branching if it is in the past); stops early when done."""
         self._branch()
         new = []
-        while len(new) < n and self.engine.has_unfinished_requests():
-            new.append(self.engine.step())
-        self.records += new
-        self.cursor = len(self.records) - 1
+        try:
+            while len(new) < n and self.engine.has_unfinished_requests():
+                new.append(self.engine.step())
+        except BaseException:
+            # A step that fails part-way may leave requests scheduled and pages taken with no
+            # record of it: drop that engine, so the next use replays the records into a fresh one.
+            self._engine = None
+            raise
+        finally:  # the steps that did complete are kept either way
+            self.records += new
+            self.cursor = len(self.records) - 1
         return new
 
     # ---- changing the run -------------------------------------------------------------------

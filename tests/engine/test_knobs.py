@@ -59,7 +59,7 @@ def test_every_knob_is_a_flag_and_a_sidebar_widget_exactly_once():
     from ui.widgets.knobs import PANEL, widget_kind
     shown = [k.name for group in PANEL.values() for k in group]
     assert sorted(shown) == sorted(KNOB)
-    assert {widget_kind(k) for k in KNOBS} >= {"int", "float", "target", "bool", "choice", "deployment", "text"}
+    assert {widget_kind(k) for k in KNOBS} >= {"int", "float", "target", "bool", "choice", "deployment", "model"}
 
 
 DICT_METHODS = {"get", "items", "keys", "values", "pop", "update"}  # a lesson's or a model's config read as a dict

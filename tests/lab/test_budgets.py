@@ -145,3 +145,22 @@ def test_a_saved_run_is_held_to_a_live_runs_pool_budget(monkeypatch, tiny_llama)
     for model in (tiny_llama, "/a/model/this/server/does/not/offer"):  # then sized with the lab's own model
         with pytest.raises(BudgetError, match="num_gpu_blocks=1000000"):
             budgets.check_replay(EngineConfig(model=model, num_gpu_blocks=1_000_000), _loader)
+
+
+def test_a_step_that_fails_part_way_leaves_the_run_as_it_was(tiny_llama, monkeypatch):
+    """Issue 32, case 9: a step that raised mid-way left requests running and pages taken, with
+    no step recorded. The run now drops that engine and replays its records into a fresh one."""
+    clean = Run(EngineConfig(model=tiny_llama), ITEMS * 3, load=_loader)
+    run = Run(EngineConfig(model=tiny_llama), ITEMS * 3, load=_loader)
+    clean.step(2)
+    run.step(2)
+    broken = run.engine
+    monkeypatch.setattr(type(broken.runner), "execute", lambda *a, **k: (_ for _ in ()).throw(OverflowError("boom")))
+    with pytest.raises(OverflowError):
+        run.step(1)
+    assert broken.scheduler.running  # the half-stepped engine holds scheduled work and no record of it...
+    monkeypatch.undo()
+    assert len(run.records) == 2 and run.engine is not broken  # ...and is gone: the run replays into a new one
+    run.step(20)
+    clean.step(20)
+    assert [r.without_timings() for r in run.records] == [r.without_timings() for r in clean.records]
