@@ -51,8 +51,9 @@ def test_on_a_phone_the_step_bar_wraps_two_to_a_row_with_its_labels(phone, serve
 def test_on_a_phone_the_charts_titles_legends_and_toolbar_do_not_overlap(phone, server):
     phone.goto(f"{server}/?step=12")
     wait_for_step(phone, 12)
-    phone.wait_for_timeout(1_000)  # the charts settle to their size
     titles = phone.locator(".st-key-blocks .annotation")
+    titles.nth(1).wait_for()  # Plotly has drawn the KV map (seconds, on a busy machine)
+    phone.wait_for_timeout(1_000)  # the charts settle to their size
     assert titles.count() == 2  # the GPU pool and the CPU swap space
     assert not overlap(box(titles.nth(0)), box(titles.nth(1))), "the KV map's pool titles overlap"
 
