@@ -12,36 +12,26 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import TextIO
 
 from tqdm import tqdm
 
+from engine.cli import InputError, Parser, add_knob_flags, check_writable, open_records, run_to_end, write_json
+from engine.cli import flag as flag_of
 from engine.config import EngineConfig
 from engine.engine import Engine
 from engine.knobs import KNOB, KNOBS, Knob
 from engine.metrics import METRICS, serving_metrics
 from engine.presets import PRESET_RULES, PRESET_SOURCES
-from engine.values import parse
 from engine.workload import FIELDS, PRESETS, WorkloadError, WorkloadItem, format_of, parse_workload, submit
 from engine.workload.load import DEFAULT_SCALE, TRACES, RateSpec, TraceSpec
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        """One line, no usage dump: the message already names the flag."""
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
 def build_parser(rows: tuple[Knob, ...] = KNOBS) -> argparse.ArgumentParser:
     """The command line: a workload, a load in time, outputs, and a flag per row of the knob table."""
-    parser = _Parser(prog="python -m engine", description="Replay a workload through the engine, step by step, "
+    parser = Parser(prog="python -m engine", description="Replay a workload through the engine, step by step, "
                      "and print each request's outcome and the run's latency and memory metrics.",
                      epilog=_presets_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("workload", nargs="?", type=Path, help="workload file: .jsonl (one JSON object per line) "
@@ -65,16 +55,8 @@ def build_parser(rows: tuple[Knob, ...] = KNOBS) -> argparse.ArgumentParser:
     parser.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (default: run "
                         "until every request has finished)")
     parser.add_argument("--records", type=Path, help="write every StepRecord to this file as JSON Lines")
-    knobs = parser.add_argument_group("engine knobs", "every EngineConfig field; defaults are EngineConfig's")
-    for knob in rows:
-        help_text = f"{knob.help} (default: {knob.default})"
-        # SUPPRESS: an unset knob stays out of the namespace, so EngineConfig supplies its default.
-        if knob.type is bool:
-            knobs.add_argument(_flag(knob.name), action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
-                               help=help_text)
-        else:
-            knobs.add_argument(_flag(knob.name), type=_reader(knob.annotation), default=argparse.SUPPRESS,
-                               metavar=knob.name.upper(), help=help_text)
+    add_knob_flags(parser.add_argument_group("engine knobs", "every EngineConfig field; defaults are EngineConfig's"),
+                   rows)
     return parser
 
 
@@ -85,20 +67,6 @@ def _presets_help() -> str:
         lines.append(f"  {name:16} " + ", ".join(f"{k}={v}" for k, v in rules.items()))
         lines.append(f"  {'':16} from {PRESET_SOURCES[name]}")
     return "\n".join(lines)
-
-
-def _reader(hint: object):
-    """A flag's value read as the link and CSV read it (engine.values), so 'none' and '0.1' mean the same."""
-    def read(text: str) -> object:
-        try:
-            return parse(text, hint)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-    return read
-
-
-class InputError(Exception):
-    """Bad input from the user: reported as one line, exit status 2."""
 
 
 def _load_spec(args: argparse.Namespace, rate: float | None) -> TraceSpec | RateSpec:
@@ -160,7 +128,7 @@ def _engine(args: argparse.Namespace) -> Engine:
         return Engine(EngineConfig.for_preset(**knobs))
     except ValueError as exc:  # a knob's value, or ModelLoadError for --model
         knob = str(exc).split(" ", 1)[0]
-        flag = f"{_flag(knob)}: " if knob in KNOB else ""
+        flag = f"{flag_of(knob)}: " if knob in KNOB else ""
         raise InputError(f"{flag}{exc}") from None
 
 
@@ -239,41 +207,17 @@ def main(argv: list[str] | None = None) -> int:
         except WorkloadError as exc:
             raise InputError(str(exc)) from None
         if args.metrics_json is not None:  # said now, not after the whole run
-            _check_writable(args.metrics_json)
-        try:
-            records_file = args.records.open("w", encoding="utf-8") if args.records else None
-        except OSError as exc:
-            raise InputError(f"--records: cannot write {args.records} ({exc.strerror})") from None
+            check_writable(args.metrics_json)
+        records_file = open_records(args.records)
     except InputError as exc:
         parser.error(str(exc))
-    try:
-        peak = _run(eng, len(items), args.max_steps, records_file)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    finally:
-        if records_file:
-            records_file.close()
+    peak = run_to_end(lambda: _run(eng, len(items), args.max_steps, records_file), records_file)
     print(report(eng, peak))
     if args.metrics_json:
-        _write_json(args.metrics_json, serving_metrics(eng.metrics()["aggregate"]))
+        write_json(args.metrics_json, serving_metrics(eng.metrics()["aggregate"]), parser.prog)
     if args.sweep_rate:
         print(sweep_rates(args, eng))
     return 0
-
-
-def _write_json(path: Path, data: dict) -> None:
-    try:
-        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise SystemExit(f"python -m engine: error: --metrics-json: cannot write {path} ({exc.strerror})") from None
-
-
-def _check_writable(path: Path) -> None:
-    folder = path.parent if str(path.parent) else Path(".")
-    if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
-        raise InputError(f"--metrics-json: cannot write {path} (" + (
-            "it is a folder" if path.is_dir() else "no such folder" if not folder.is_dir() else "not writable") + ")")
 
 
 def _rates(text: str) -> list[float]:

@@ -75,11 +75,13 @@ class Engine:
 
     def add_request(self, prompt: str | list[int], params: SamplingParams | None = None, priority: int = 0,
                     arrival_step: int | None = None, request_id: str | None = None,
-                    arrival_ms: float | None = None, length_scale: float = 1.0) -> str:
+                    arrival_ms: float | None = None, length_scale: float = 1.0, late: bool = False) -> str:
         """Queue a request; it joins the waiting queue at arrival_step (default: the next step), or
-        at the first step that starts at or after arrival_ms on the modeled clock."""
+        at the first step that starts at or after arrival_ms on the modeled clock. An arrival_ms
+        already past counts from now, unless `late`: then the request arrived while the last step
+        ran (a fleet's router placed it on a busy replica) and its wait counts from arrival_ms."""
         params = params or SamplingParams()
-        token_ids = self._token_ids(prompt)
+        token_ids = self.token_ids(prompt)
         self._check_arrival(priority, arrival_step, arrival_ms, length_scale)
         request_id = request_id or default_id(len(self.requests))
         if request_id in self.requests:
@@ -88,13 +90,17 @@ class Engine:
                       arrival_step=max(self.step_index, arrival_step or 0), arrival_index=len(self.requests))
         self.requests[request_id] = req
         if arrival_ms is not None:
-            req.arrival_ms = max(float(arrival_ms), self.clock_ms)
+            if late and arrival_ms < self._step_start_ms:
+                raise ValueError(f"a late arrival_ms must fall within the last step, from {self._step_start_ms} ms; "
+                                 f"got {arrival_ms!r}")
+            req.arrival_ms = float(arrival_ms) if late else max(float(arrival_ms), self.clock_ms)
             heapq.heappush(self._pending_ms, (req.arrival_ms, req.arrival_index, req))
         else:
             heapq.heappush(self._pending, (req.arrival_step, req.arrival_index, req))
         return request_id
 
-    def _token_ids(self, prompt: str | list[int]) -> list[int]:
+    def token_ids(self, prompt: str | list[int]) -> list[int]:
+        """The prompt as token ids, checked: text is tokenized, ids must be in the vocabulary."""
         if isinstance(prompt, str):
             if not is_text(prompt) or not prompt.strip():
                 raise ValueError("prompt must be text (UTF-8, no lone surrogates) with a non-space character")
@@ -160,6 +166,20 @@ class Engine:
 
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.num_finished < len(self.requests)
+
+    def next_step_ms(self) -> float | None:
+        """When the next step starts on the modeled clock: now if there is work, the next arrival by
+        time if idle, None if nothing is left to do (a fleet steps its replicas in this order)."""
+        sched = self.scheduler
+        if sched.waiting or sched.running or sched.swapped or self._pending:
+            return self.clock_ms
+        return max(self.clock_ms, self._pending_ms[0][0]) if self._pending_ms else None
+
+    def num_waiting(self) -> int:
+        """Requests waiting for a first schedule: in the queue, or arrived during the step now running
+        (what vLLM's num_requests_waiting gauge reports, and a router's queue scorer reads)."""
+        due = sum(ms <= self.clock_ms for ms, _, _ in self._pending_ms)
+        return len(self.scheduler.waiting) + due
 
     def _idle(self) -> bool:
         sched = self.scheduler

@@ -20,6 +20,16 @@ def chain_hash(parent: str | None, token_ids: tuple[int, ...]) -> str:
     return hashlib.blake2b(data, digest_size=8).hexdigest()
 
 
+def page_hashes(token_ids: list[int], block_size: int, hashes: list[str] | None = None) -> list[str]:
+    """The names of the full pages of these tokens, each chained over the one before: `hashes`, the
+    names of a leading part already known, is extended in place (a request grows a token a step).
+    A fleet's router asks the same question of a prompt before any replica holds it."""
+    hashes = [] if hashes is None else hashes
+    for i in range(len(hashes), len(token_ids) // block_size):
+        hashes.append(chain_hash(hashes[-1] if hashes else None, tuple(token_ids[i * block_size:(i + 1) * block_size])))
+    return hashes
+
+
 class PrefixCache:
     def __init__(self, block_size: int, enabled: bool):
         self.block_size = block_size
@@ -33,10 +43,8 @@ class PrefixCache:
     def _full_block_hashes(self, req: Request) -> list[str]:
         """Hashes of the request's full pages, extended incrementally as it grows."""
         hashes = self.req_hashes.setdefault(req.request_id, [])
-        tokens = req.all_token_ids
-        bs = self.block_size
-        for i in range(len(hashes), len(tokens) // bs):
-            hashes.append(chain_hash(hashes[-1] if hashes else None, tuple(tokens[i * bs:(i + 1) * bs])))
+        if len(hashes) < req.num_tokens // self.block_size:  # most steps fill no page: skip the token list
+            page_hashes(req.all_token_ids, self.block_size, hashes)
         return hashes
 
     def find_hit(self, req: Request) -> list[int]:

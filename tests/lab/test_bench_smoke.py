@@ -125,3 +125,16 @@ def test_records_memory_quick(tmp_path):
     # Sharing never costs more than whole copies, and saves more as the run grows.
     assert all(0 < r["shared_mb"] <= r["whole_mb"] for r in runs)
     assert runs[1]["ratio"] >= runs[0]["ratio"]
+
+
+def test_fleet_quick(tmp_path):
+    from bench import fleet
+    from engine.fleet.fleet import ROUTER_CLASSES
+
+    fleet.main(["--quick", "--out", str(tmp_path)])
+    data = _read(tmp_path, "fleet")
+    run = data["serve"]
+    assert run["requests"] > 0 and run["replica_steps"] >= run["requests"]  # each request takes a step at least
+    assert run["trace_s_per_wall_s"] == pytest.approx(run["trace_s"] / run["wall_s"])
+    assert {r["router"] for r in data["routing"]} == set(ROUTER_CLASSES)
+    assert all(r["replicas"] == 16 and r["us_per_decision"] > 0 for r in data["routing"])

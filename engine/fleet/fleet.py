@@ -1,0 +1,127 @@
+"""A fleet: N real engines behind one router, on one modeled clock.
+
+Each replica is a whole ``Engine`` (its own scheduler loop, KV pool and preset) and
+all of them share one loaded model, so the weights sit in memory once. The fleet
+clock is the deployment's: every replica's steps are priced on it, and a fleet step is
+the next event in time, either an arrival (routed the moment it arrives) or the replica
+whose next step starts first (the moment its last one ended). Arrivals go first on a tie,
+so a replica's step includes the requests that arrived as it began.
+
+What a router knows follows the real ones: the pages a replica's prefix cache holds (the
+scheduler names them when it schedules a step, as KV events would report), and what the
+router counts itself (requests sent; first tokens and finishes, heard when the step
+that produced them ends).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+from engine.config import EngineConfig, SamplingParams
+from engine.engine import Engine
+from engine.fleet.config import FleetConfig
+from engine.fleet.dynamo import DynamoRouter
+from engine.fleet.llmd import LlmdRouter
+from engine.fleet.records import FleetRecord, RoutingDecision
+from engine.fleet.router import Arrival, LeastLoaded, RoundRobin, Router
+from engine.fleet.sglang import SglangRouter
+from engine.kv.prefix_cache import page_hashes
+from engine.limits import MAX_STEPS
+from engine.model_runner import LoadedModel, load_model
+from engine.records import StepRecord
+from engine.request import request_id as default_id
+
+ROUTER_CLASSES: dict[str, type[Router]] = {
+    cls.name: cls for cls in (RoundRobin, LeastLoaded, DynamoRouter, LlmdRouter, SglangRouter)}
+
+
+class Fleet:
+    def __init__(self, config: EngineConfig, fleet: FleetConfig | None = None, loaded: LoadedModel | None = None):
+        if config.deployment is None:
+            raise ValueError("a fleet needs a deployment (e.g. llama-3.1-8b@h100-sxm): its replicas step side by "
+                             "side on the deployment's modeled clock, which this machine's wall time cannot give")
+        self.config, self.fleet = config, fleet or FleetConfig()
+        self.loaded = loaded or load_model(config.model, config.device, config.dtype)
+        pools = self.fleet.pool_sizes(config.num_gpu_blocks)
+        self.replicas = [Engine(config.with_changes(num_gpu_blocks=n), self.loaded) for n in pools]
+        self.router = ROUTER_CLASSES[self.fleet.router](self.fleet, config.block_size, pools)
+        self.placement: dict[str, int] = {}  # request id -> the replica it was sent to
+        self.decisions: list[RoutingDecision] = []
+        self.index = 0  # fleet events so far
+        self.clock_ms = 0.0
+        self._arrivals: list[tuple[float, int, Arrival, SamplingParams, float]] = []
+        self._heard: list[tuple[float, int, int, StepRecord]] = []  # (step end, order, replica, record)
+        self._added = 0
+
+    # ---- requests ---------------------------------------------------------------------------
+
+    def add_request(self, prompt: str | list[int], params: SamplingParams | None = None, arrival_ms: float = 0.0,
+                    length_scale: float = 1.0, request_id: str | None = None) -> str:
+        """Queue a request at the router; it is routed when its arrival_ms comes."""
+        token_ids = self.replicas[0].token_ids(prompt)
+        if not (isinstance(arrival_ms, int | float) and not isinstance(arrival_ms, bool) and math.isfinite(arrival_ms)
+                and arrival_ms >= 0):
+            raise ValueError(f"arrival_ms must be a number >= 0; got {arrival_ms!r}")
+        if not (isinstance(length_scale, int | float) and 0 < length_scale <= 1):
+            raise ValueError(f"length_scale must be a fraction in (0, 1]; got {length_scale!r}")
+        request_id = request_id or default_id(self._added)
+        if request_id in self.placement or any(a.request_id == request_id for _, _, a, _, _ in self._arrivals):
+            raise ValueError(f"request_id {request_id!r} is already in use")
+        arrival = Arrival(request_id, tuple(token_ids), tuple(page_hashes(token_ids, self.config.block_size)),
+                          float(arrival_ms))
+        heapq.heappush(self._arrivals, (arrival.arrival_ms, self._added, arrival, params or SamplingParams(),
+                                        float(length_scale)))
+        self._added += 1
+        return request_id
+
+    # ---- the loop ---------------------------------------------------------------------------
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self._arrivals) or any(e.has_unfinished_requests() for e in self.replicas)
+
+    def step(self) -> FleetRecord:
+        """The next event: route the next arrival, or step the replica whose step starts first."""
+        arrival_ms = self._arrivals[0][0] if self._arrivals else math.inf
+        starts = [(e.next_step_ms(), i) for i, e in enumerate(self.replicas) if e.next_step_ms() is not None]
+        start_ms, replica = min(starts) if starts else (math.inf, -1)
+        if arrival_ms == math.inf and start_ms == math.inf:
+            raise RuntimeError("nothing left to do: every request has finished")
+        record = self._route(arrival_ms) if arrival_ms <= start_ms else self._step_replica(replica, start_ms)
+        self.index += 1
+        if not self.has_unfinished_requests():
+            self._hear(math.inf)  # the last steps' news: the router's counts end at zero
+        return record
+
+    def _route(self, now: float) -> FleetRecord:
+        self.clock_ms = now
+        self._hear(now)
+        _, _, arrival, params, scale = heapq.heappop(self._arrivals)
+        decision = self.router.route(arrival, self.replicas)
+        engine = self.replicas[decision.replica]
+        engine.add_request(list(arrival.token_ids), params, arrival_ms=now, length_scale=scale,
+                           request_id=arrival.request_id, late=now < engine.clock_ms)
+        self.router.routed(arrival, decision.replica, decision)
+        self.placement[arrival.request_id] = decision.replica
+        self.decisions.append(decision)
+        return FleetRecord(self.index, now, "route", decision.replica, decision=decision)
+
+    def _step_replica(self, replica: int, start_ms: float) -> FleetRecord:
+        self.clock_ms = start_ms
+        self._hear(start_ms)
+        record = self.replicas[replica].step()
+        heapq.heappush(self._heard, (record.modeled.clock_ms, self.index, replica, record))
+        return FleetRecord(self.index, start_ms, "step", replica, step=record)
+
+    def _hear(self, now: float) -> None:
+        """The router hears each step's first tokens and finishes when the step ends."""
+        while self._heard and self._heard[0][0] <= now:
+            _, _, replica, record = heapq.heappop(self._heard)
+            self.router.observe(replica, record)
+
+    def run(self, max_events: int = MAX_STEPS * 8) -> list[FleetRecord]:
+        """Every event until every request has finished (or max_events)."""
+        records = []
+        while self.has_unfinished_requests() and len(records) < max_events:
+            records.append(self.step())
+        return records
