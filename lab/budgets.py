@@ -4,7 +4,8 @@ An instructor runs one `streamlit run app.py` for a class, and anyone can open a
 turn a knob to its limit. So each session is held to a budget (the README lists it), and
 every refusal names the limit and the knob that hit it:
 
-    KV_POOL_BYTES   the KV pools' tensors (GPU and CPU pages), from the model's shape
+    KV_POOL_BYTES   the KV pools' tensors (GPU and CPU pages), from the model's shape; a fleet's
+                    replicas share it (replicas x pool size)
     LINK_STEPS      the steps a link may ask the server to replay before it opens
     MAX_REQUESTS    the requests in one workload (engine.limits), hand-added ones included
     PROMPT_BYTES    the prompts' size in one workload: a synthetic prompt by its token count, a
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 
 from engine import DEFAULT_MODEL, Engine, EngineConfig
+from engine.fleet.config import FleetConfig
 from engine.kv_cache import pool_bytes
 from engine.limits import MAX_REQUESTS
 from engine.model_runner import LoadedModel
@@ -39,8 +41,8 @@ PROMPT_BYTES = 2**20
 HEAVY_JOBS = 2
 
 __all__ = ["HEAVY_JOBS", "KV_POOL_BYTES", "LINK_STEPS", "MAX_REQUESTS", "PROMPT_BYTES", "UPLOAD_BYTES", "BudgetError",
-           "check_offered", "check_replay", "check_workload", "engine_for", "heavy_job", "lab_model", "model_label",
-           "offered_models"]
+           "check_fleet", "check_offered", "check_replay", "check_workload", "engine_for", "heavy_job", "lab_model",
+           "model_label", "offered_models"]
 
 
 class BudgetError(ValueError):
@@ -85,6 +87,19 @@ def check_pool(config: EngineConfig, loaded: LoadedModel) -> None:
                       f"{config.num_cpu_blocks} pages of {config.block_size} tokens, {per_block / 2**10:.0f} KiB each "
                       f"for this model) would take {size / 2**20:,.0f} MiB; a lab session may use "
                       f"{KV_POOL_BYTES / 2**20:.0f} MiB, so num_gpu_blocks can be at most {max(fits, 0):,} here")
+
+
+def check_fleet(config: EngineConfig, fleet: FleetConfig, loaded: LoadedModel) -> None:
+    """Refuse a fleet whose replicas' pools together would take more than KV_POOL_BYTES: each replica is a
+    whole engine with pools of its own, so the budget is shared, not multiplied."""
+    pools = fleet.pool_sizes(config.num_gpu_blocks)
+    sizes = [pool_bytes(loaded, config.with_changes(num_gpu_blocks=n)) for n in pools]
+    if sum(sizes) <= KV_POOL_BYTES:
+        return
+    raise BudgetError(f"{len(pools)} replicas' KV pools ({', '.join(map(str, pools))} pages of {config.block_size} "
+                      f"tokens, plus {config.num_cpu_blocks} CPU pages each) would take {sum(sizes) / 2**20:,.0f} MiB; "
+                      f"a lab session may use {KV_POOL_BYTES / 2**20:.0f} MiB for all of them: fewer replicas or "
+                      "smaller pools")
 
 
 def check_workload(items: list[WorkloadItem], context: int) -> None:

@@ -30,6 +30,7 @@ from engine.fleet.workload import (
     FleetRequest,
     azure_requests,
     mooncake_requests,
+    rate_requests,
     read_mooncake,
     shared_prefix_requests,
 )
@@ -50,8 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
                       "input_length, output_length, hash_ids of 512-token blocks)")
     load.add_argument("--shared-prefix", action="store_true", help="instead of a trace: Poisson sessions that each "
                       "start with one of --num-prefixes system prompts")
-    load.add_argument("--rate", type=float, help="requests/s: rescale the trace to it (default: its own timing; "
-                      "--shared-prefix: 4)")
+    load.add_argument("--rate", type=float, help="requests/s: rescale the trace to it (default: its own timing); "
+                      "alone, draw requests at this rate (gamma gaps, see --cv; --shared-prefix: default 4)")
+    load.add_argument("--cv", type=float, default=1.0, help="drawn arrivals' burstiness, the gaps' coefficient of "
+                      "variation (1: Poisson; default 1)")
     load.add_argument("--duration-s", type=float, default=60.0, help="seconds of load (default 60)")
     load.add_argument("--start-s", type=float, default=0.0, help="where in the trace the window starts (default 0)")
     load.add_argument("--block-tokens", type=int, default=16, help="Mooncake: tokens that stand for each 512-token "
@@ -77,8 +80,9 @@ def _named(exc: ValueError, table: dict) -> InputError:
 
 def _trace_rows(args: argparse.Namespace) -> tuple | None:
     """The one load the flags name, checked before the model loads: a trace file's rows, read now."""
-    if sum([args.trace is not None, args.trace_file is not None, args.shared_prefix]) != 1:
-        raise InputError("give one load: --trace NAME, --trace-file PATH or --shared-prefix")
+    drawn = args.rate is not None and not (args.trace or args.trace_file or args.shared_prefix)
+    if sum([args.trace is not None, args.trace_file is not None, args.shared_prefix, drawn]) != 1:
+        raise InputError("give one load: --trace NAME, --trace-file PATH, --shared-prefix or --rate R")
     if not 1 <= args.block_tokens <= MOONCAKE_BLOCK:
         raise InputError(f"--block-tokens: block_tokens must be an integer in [1, {MOONCAKE_BLOCK}]; "
                          f"got {args.block_tokens}")
@@ -95,6 +99,8 @@ def _requests(args: argparse.Namespace, vocab_size: int, rows: tuple | None) -> 
         if rows is not None:
             return mooncake_requests(args.trace_file.name, vocab_size, args.duration_s, args.start_s, args.rate,
                                      args.block_tokens, rows=rows)
+        if args.trace is None and not args.shared_prefix:
+            return rate_requests(vocab_size, args.rate, args.duration_s, args.cv, length_scale=args.length_scale)
         if args.shared_prefix:
             return shared_prefix_requests(vocab_size, args.rate or 4.0, args.duration_s, args.num_prefixes,
                                           args.prefix_tokens, length_scale=args.length_scale)

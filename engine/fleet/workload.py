@@ -8,6 +8,7 @@
   fit the embedded model; the deployment prices them at full size.
 - ``azure-conv`` and ``azure-code``: the Azure trace, through engine/workload/load.py (no
   shared prefixes: its prompts are synthetic and distinct).
+- ``rate_requests``: requests drawn at a rate (no shared prefixes);
 - ``shared_prefix_requests``: sessions that share a few system prompts, drawn at a rate.
 """
 
@@ -137,6 +138,15 @@ def azure_requests(name: str, vocab_size: int, duration_s: float = 60.0, rate: f
                    length_scale: float = 0.1) -> list[FleetRequest]:
     """A window of the Azure trace, as engine/workload/load.py shapes it, with synthetic prompts."""
     items = TraceSpec(name, rate=rate, duration_s=duration_s, length_scale=length_scale).items()
+    return [FleetRequest(it.prompt, tuple(synthetic_prompt(it.prompt, it.prompt_tokens, vocab_size)), it.max_tokens,
+                         it.arrival_ms, it.length_scale) for it in items]
+
+
+def rate_requests(vocab_size: int, rate: float = 4.0, duration_s: float = 60.0, cv: float = 1.0, seed: int = 0,
+                  length_scale: float = 0.1) -> list[FleetRequest]:
+    """Requests drawn at a rate, as engine/workload/load.py draws them (gamma gaps, lognormal lengths),
+    each with its own synthetic prompt: no prefix to share."""
+    items = RateSpec(rate=rate, cv=cv, duration_s=duration_s, seed=seed, length_scale=length_scale).items()
     return [FleetRequest(it.prompt, tuple(synthetic_prompt(it.prompt, it.prompt_tokens, vocab_size)), it.max_tokens,
                          it.arrival_ms, it.length_scale) for it in items]
 

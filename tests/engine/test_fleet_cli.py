@@ -46,6 +46,17 @@ def test_a_mooncake_trace_over_a_fleet_reports_each_replica_and_writes_the_metri
     assert "router dynamo over 3 replicas" in out and "prefix reuse" in out
 
 
+def test_requests_drawn_at_a_rate_and_sessions_sharing_system_prompts(tiny_llama, tmp_path, capsys):
+    for load in (["--rate", "3", "--cv", "2"], ["--shared-prefix", "--num-prefixes", "2", "--prefix-tokens", "32"]):
+        metrics = tmp_path / "m.json"
+        code, _, err = run(capsys, *load, "--duration-s", "3", "--num-replicas", "2", "--model", tiny_llama,
+                           "--block-size", "16", "--metrics-json", str(metrics), *FLEET)
+        assert code == 0, err
+        m = json.loads(metrics.read_text())
+        shared = load[0] == "--shared-prefix"
+        assert len(m["requests"]) > 0 and (m["prefix_reuse_ratio"] > 0) == shared, (load, m["prefix_reuse_ratio"])
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--trace", "mooncake-conv", "--num-replicas", "0"], "--num-replicas: num_replicas must be an integer in [1, 64]"),
     (["--trace", "mooncake-conv", "--num-replicas", "10000"], "--num-replicas: num_replicas must be"),

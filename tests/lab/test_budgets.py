@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from engine import DEFAULT_MODEL, EngineConfig, load_model
+from engine.fleet.config import FleetConfig
 from engine.kv_cache import pool_bytes
 from engine.limits import MAX_REQUESTS
 from engine.workload import WorkloadItem
 from lab import budgets
-from lab.budgets import KV_POOL_BYTES, LINK_STEPS, BudgetError, check_pool, heavy_job
+from lab.budgets import KV_POOL_BYTES, LINK_STEPS, BudgetError, check_fleet, check_pool, heavy_job
 from lab.link import decode_scenario, open_scenario
 from lab.run import Run
 
@@ -38,6 +39,22 @@ def test_the_kv_pool_budget_is_bytes_from_the_model_shape(tiny_llama):
     run = Run(EngineConfig(model=tiny_llama, num_gpu_blocks=8, num_cpu_blocks=4), ITEMS, load=_loader)
     cache = run.engine.runner.cache
     assert cache.gpu.nbytes + cache.cpu.nbytes == pool_bytes(loaded, run.config)
+
+
+def test_a_fleets_replicas_share_one_pool_budget(tiny_llama):
+    """Each replica is a whole engine with its own pools: 16 replicas of a pool that fits alone do not
+    fit together, and the message names the replicas and the total."""
+    loaded = load_model(tiny_llama)
+    config = EngineConfig(model=tiny_llama, num_gpu_blocks=64, num_cpu_blocks=0)
+    one = pool_bytes(loaded, config)
+    fits = KV_POOL_BYTES // one  # replicas of this pool the budget holds
+    check_fleet(config, FleetConfig(num_replicas=min(fits, 64)), loaded)
+    big = config.with_changes(num_gpu_blocks=KV_POOL_BYTES // pool_bytes(loaded, config.with_changes(num_gpu_blocks=1)))
+    check_pool(big, loaded)  # alone it fits
+    with pytest.raises(BudgetError, match=r"2 replicas' KV pools .* MiB; a lab session may use 256 MiB for all"):
+        check_fleet(big, FleetConfig(num_replicas=2), loaded)
+    small = FleetConfig(num_replicas=2, replica_gpu_blocks=f"{big.num_gpu_blocks - 8},8")
+    check_fleet(big, small, loaded)  # a small second replica: the two fit
 
 
 def test_a_knob_over_budget_leaves_the_run_as_it_was(tiny_llama):
