@@ -25,7 +25,7 @@ from engine.model_runner import LoadedModel, ModelRunner, load_model
 from engine.pricing import price_step
 from engine.recorder import Recorder
 from engine.records import Event, ModeledCost, ScheduledChunk, StepRecord, StepTimings
-from engine.request import FinishReason, Request
+from engine.request import FinishReason, Request, RequestStatus
 from engine.request import request_id as default_id
 from engine.scheduler import Scheduler, SchedulerOutput
 from engine.workload.item import is_text
@@ -75,11 +75,13 @@ class Engine:
 
     def add_request(self, prompt: str | list[int], params: SamplingParams | None = None, priority: int = 0,
                     arrival_step: int | None = None, request_id: str | None = None,
-                    arrival_ms: float | None = None, length_scale: float = 1.0, late: bool = False) -> str:
+                    arrival_ms: float | None = None, length_scale: float = 1.0, late: bool = False,
+                    hold_kv: bool = False) -> str:
         """Queue a request; it joins the waiting queue at arrival_step (default: the next step), or
         at the first step that starts at or after arrival_ms on the modeled clock. An arrival_ms
         already past counts from now, unless `late`: then the request arrived while the last step
-        ran (a fleet's router placed it on a busy replica) and its wait counts from arrival_ms."""
+        ran (a fleet's router placed it on a busy replica) and its wait counts from arrival_ms. With
+        hold_kv, its pages outlive it until release(): a prefill replica's, copied to a decode replica."""
         params = params or SamplingParams()
         token_ids = self.token_ids(prompt)
         self._check_arrival(priority, arrival_step, arrival_ms, length_scale)
@@ -87,7 +89,8 @@ class Engine:
         if request_id in self.requests:
             raise ValueError(f"request_id {request_id!r} is already in use")
         req = Request(request_id, token_ids, params, priority=priority, length_scale=float(length_scale),
-                      arrival_step=max(self.step_index, arrival_step or 0), arrival_index=len(self.requests))
+                      arrival_step=max(self.step_index, arrival_step or 0), arrival_index=len(self.requests),
+                      hold_kv=hold_kv)
         self.requests[request_id] = req
         if arrival_ms is not None:
             if late and arrival_ms < self._step_start_ms:
@@ -167,11 +170,57 @@ class Engine:
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.num_finished < len(self.requests)
 
+    # ---- disaggregated serving: a prompt prefilled on one replica, decoded on another ----------
+
+    def receive(self, prefilled: Request, params: SamplingParams) -> tuple[list[int], int] | None:
+        """Take pages for a request prefilled on another replica (`prefilled`, which sampled its first token
+        there; `params`, its own sampling): its cached prefix here, and new pages for the rest of its
+        prompt, which the caller fills by copying the prefill replica's pages. Returns (the block table,
+        how many leading pages were cached here already), or None if the pool has no room now (nothing
+        is taken). It runs once kv_arrived says the copy is done; its latencies count from its arrival."""
+        rid, prompt = prefilled.request_id, prefilled.prompt_token_ids
+        req = Request(rid, list(prompt), params, length_scale=prefilled.length_scale, arrival_step=self.step_index,
+                      arrival_index=len(self.requests))
+        req.output_token_ids, req.output_text = list(prefilled.output_token_ids), prefilled.output_text
+        req.arrival_ms, req.first_scheduled_ms = prefilled.arrival_ms, prefilled.first_scheduled_ms
+        req.first_scheduled_step = self.step_index  # (steps count on each engine apart; the ms span both)
+        req.token_ms, req.token_steps = list(prefilled.token_ms), [self.step_index]
+        req.queued_step, req.queued_ms = self.step_index, prefilled.token_ms[-1]
+        hit = self.blocks.find_prefix_hit(req)
+        # Pages for the prompt and for its first decode step's token: a received request never waits
+        # for a page it cannot get (its decode replica could fill up with those, and none could run).
+        if not self.blocks.allocate(req, req.num_tokens - len(hit) * self.config.block_size, hit):
+            self.blocks.forget(req)
+            return None
+        req.num_computed_tokens = req.peak_computed_tokens = req.prefill_start = len(prompt)
+        req.status = RequestStatus.WAITING
+        self.requests[rid] = req
+        self.scheduler.incoming[rid] = req
+        return self.blocks.block_table(rid), len(hit)
+
+    def kv_arrived(self, request_id: str, at_ms: float) -> None:
+        """The copy into a received request's pages was done at at_ms: it may be scheduled from the next
+        step (an idle engine's clock moves on to that time)."""
+        if self.next_step_ms() is None:
+            self.clock_ms = max(self.clock_ms, at_ms)
+        self.scheduler.received.append(self.scheduler.incoming.pop(request_id))
+
+    def wait_until(self, at_ms: float) -> None:
+        """An engine that could schedule nothing (its waiting requests blocked by pages another replica
+        is still copying out) waits: its clock moves on to when something changed."""
+        self.clock_ms = max(self.clock_ms, at_ms)
+
+    def release(self, request_id: str) -> list[int]:
+        """A held request's pages, once copied elsewhere, go back to the pool; returns what they were."""
+        table = list(self.blocks.block_table(request_id))
+        self.scheduler.release(request_id)
+        return table
+
     def next_step_ms(self) -> float | None:
         """When the next step starts on the modeled clock: now if there is work, the next arrival by
         time if idle, None if nothing is left to do (a fleet steps its replicas in this order)."""
         sched = self.scheduler
-        if sched.waiting or sched.running or sched.swapped or self._pending:
+        if sched.waiting or sched.running or sched.swapped or sched.received or self._pending:
             return self.clock_ms
         return max(self.clock_ms, self._pending_ms[0][0]) if self._pending_ms else None
 
@@ -179,11 +228,12 @@ class Engine:
         """Requests waiting for a first schedule: in the queue, or arrived during the step now running
         (what vLLM's num_requests_waiting gauge reports, and a router's queue scorer reads)."""
         due = sum(ms <= self.clock_ms for ms, _, _ in self._pending_ms)
-        return len(self.scheduler.waiting) + due
+        sched = self.scheduler
+        return len(sched.waiting) + due + len(sched.incoming) + len(sched.received)
 
     def _idle(self) -> bool:
         sched = self.scheduler
-        return not (sched.waiting or sched.running or sched.swapped) and \
+        return not (sched.waiting or sched.running or sched.swapped or sched.received) and \
             not (self._pending and self._pending[0][0] <= self.step_index)
 
     # ---- the loop ---------------------------------------------------------------------------

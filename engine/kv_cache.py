@@ -95,6 +95,14 @@ class KVCache:
             src = self._slots(list(gpu)).to(self.gpu.device)
             self.cpu[:, :, self._slots(list(cpu))] = self.gpu[:, :, src].to("cpu")
 
+    def copy_from(self, source: KVCache, pages: list[tuple[int, int]]) -> None:
+        """Copy (source page, page here) pairs out of another replica's pool: a disaggregated request's
+        prompt KV, computed on a prefill replica, moved into the pages its decode replica took for it."""
+        if pages:
+            src, dst = zip(*pages, strict=True)
+            here = self._slots(list(dst)).to(self.gpu.device)
+            self.gpu[:, :, here] = source.gpu[:, :, source._slots(list(src)).to(source.gpu.device)].to(self.gpu.device)
+
     def swap_in(self, pairs: list[tuple[int, int]]) -> None:
         """Copy (cpu block, gpu block) pages back into the device pool."""
         if pairs:

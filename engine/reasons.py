@@ -112,3 +112,12 @@ def idle(next_step: int | None, next_ms: float | None, blocked: bool) -> str:
     if blocked:
         return "nothing could be scheduled: every waiting request is blocked (see the blocked events)"
     return "nothing to run: no requests"
+
+
+def kv_received(req: Request) -> str:
+    return (f"its prompt's KV ({req.num_prompt_tokens} tokens) was copied here from the prefill replica, with its "
+            "first token: it joins the running batch as a decode")
+
+
+def no_page_for_received() -> str:
+    return "its KV has arrived, but no page is free for its next token"

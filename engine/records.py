@@ -13,8 +13,8 @@ import typing
 from dataclasses import dataclass, field
 
 # Event kinds, in the order a request usually meets them.
-EVENT_KINDS = ("arrived", "rejected", "admitted", "chunk_scheduled", "blocked", "preempted", "swapped_out",
-               "swapped_in", "recompute_started", "evicted", "finished", "idle")
+EVENT_KINDS = ("arrived", "rejected", "kv_received", "admitted", "chunk_scheduled", "blocked", "preempted",
+               "swapped_out", "swapped_in", "recompute_started", "evicted", "finished", "idle")
 # What kind of work a request contributed to the forward pass.
 CHUNK_KINDS = ("prefill", "prefill_chunk", "decode", "recompute_prefill")
 # What a request is doing in one step: the kind of work it got, or why it got none. "preempted":

@@ -60,6 +60,7 @@ class Request:
     num_computed_tokens: int = 0
     finish_reason: FinishReason | None = None
     refusal: str | None = None  # why it was refused on arrival (it could never fit)
+    hold_kv: bool = False  # a prefill replica's: its pages outlive it, until their copy to a decode replica is made
 
     # Where the current prefill started after a prefix-cache hit, to tell a whole
     # prefill from a chunk of one.

@@ -52,6 +52,12 @@ class Scheduler:
         self.waiting = waiting_queue(config.scheduling_policy)
         self.running: list[Request] = []  # in admission order: the last one is the newest
         self.swapped: list[Request] = []
+        # Disaggregated serving: requests prefilled elsewhere, holding pages here that their KV is being
+        # copied into (incoming), then ready to decode once it has arrived (received); and, on a prefill
+        # replica, finished requests whose pages are held until the copy out of them is made.
+        self.incoming: dict[str, Request] = {}
+        self.received: list[Request] = []
+        self.held: dict[str, Request] = {}
         self.num_finished = 0  # kept as a count: scanning every request each step would grow with history
         # Running totals (engine.metrics.COUNTER_KEYS), counted where each thing happens.
         self.counters = dict.fromkeys(COUNTER_KEYS, 0)
@@ -64,14 +70,25 @@ class Scheduler:
         self.waiting.add(req)
 
     def finish(self, req: Request, reason: FinishReason) -> None:
-        """Retire a request: its pages go back to the pool and its prefix hashes are dropped."""
+        """Retire a request: its pages go back to the pool and its prefix hashes are dropped (a
+        request whose KV is to be copied to another replica keeps them, see release)."""
         if req.status == RequestStatus.RUNNING:
             self.running.remove(req)
-            self.blocks.free(req)
-        self.blocks.forget(req)
+            if req.hold_kv:
+                self.held[req.request_id] = req
+            else:
+                self.blocks.free(req)
+        if req.request_id not in self.held:
+            self.blocks.forget(req)
         req.status = RequestStatus.FINISHED
         req.finish_reason = reason
         self.num_finished += 1
+
+    def release(self, request_id: str) -> None:
+        """The copy out of a held request's pages is made: they go back to the pool."""
+        req = self.held.pop(request_id)
+        self.blocks.free(req)
+        self.blocks.forget(req)
 
     def schedule(self) -> SchedulerOutput:
         out = SchedulerOutput(self.config.max_num_batched_tokens)
@@ -82,6 +99,7 @@ class Scheduler:
             # chunks share the step. New work waits while anything had to be preempted.
             self._schedule_running(out)
             if not out.preempted:
+                self._schedule_received(out)
                 self._schedule_swapped(out)
                 self._schedule_waiting(out)
             elif self.waiting or self.swapped:
@@ -95,6 +113,7 @@ class Scheduler:
             if not out.scheduled:
                 self._schedule_running(out)
                 if not out.preempted:
+                    self._schedule_received(out)
                     self._schedule_swapped(out)
         for block, prefix in self.blocks.take_evictions():
             out.note("evicted", None, reasons.evicted(block, prefix), block=block, hash=prefix)
@@ -127,6 +146,25 @@ class Scheduler:
             if out.budget_left == 0 and req.request_id not in out.scheduled:
                 out.note("blocked", req, reasons.no_budget_left(self.config.max_num_batched_tokens),
                          limit="token_budget")
+
+    def _schedule_received(self, out: SchedulerOutput) -> None:
+        """Requests whose prompt's KV was copied here join the running batch as decodes, a seat and a
+        page for their next token allowing (vLLM admits them from its waiting queue once the KV is in)."""
+        for req in list(self.received):
+            if not self._take_seat(req, out):
+                return
+            n = self._chunk_size(req, out.budget_left, req.num_computed_tokens)
+            if n == 0:
+                out.note("blocked", req, reasons.no_budget_left(self.config.max_num_batched_tokens),
+                         limit="token_budget")
+                return
+            if not self.blocks.allocate(req, n):
+                out.note("blocked", req, reasons.no_page_for_received(), limit="blocks")
+                return
+            self.received.remove(req)
+            self._start_running(req)
+            out.note("kv_received", req, reasons.kv_received(req), blocks=list(self.blocks.block_table(req.request_id)))
+            out.schedule(req, n)
 
     def _schedule_swapped(self, out: SchedulerOutput) -> None:
         for req in list(self.swapped):

@@ -23,6 +23,7 @@ from engine.config import EngineConfig
 from engine.fleet.config import FLEET_KNOB, FLEET_KNOBS, FleetConfig
 from engine.fleet.fleet import Fleet
 from engine.fleet.metrics import fleet_metrics
+from engine.fleet.report import report, versus_aggregated
 from engine.fleet.workload import (
     FLEET_TRACES,
     MOONCAKE,
@@ -67,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "benchmark names, plus per-replica rows and each request's replica)")
     parser.add_argument("--records", type=Path, help="write every routing decision and replica step as JSON Lines")
     parser.add_argument("--max-events", type=int, default=None, help="stop after this many fleet events")
+    parser.add_argument("--versus-aggregated", action="store_true", help="with --num-prefill-replicas: serve the "
+                        "same load again on as many replicas that each prefill and decode, and compare")
     add_knob_flags(parser.add_argument_group("fleet knobs", "the replicas and the router"), FLEET_KNOBS)
     add_knob_flags(parser.add_argument_group("engine knobs", "each replica's; defaults are EngineConfig's"), KNOBS)
     return parser
@@ -137,28 +140,13 @@ def _fleet(args: argparse.Namespace) -> Fleet:
         raise _named(exc, KNOB) from None
 
 
-def report(fleet: Fleet) -> str:
-    m = fleet_metrics(fleet)
-    agg = m["aggregate"]
-    lines = [f"{'replica':>7} {'pages':>6} {'requests':>8} {'steps':>6} {'busy ms':>9} {'prefix hits':>11}"]
-    for r in m["replicas"]:
-        lines.append(f"{r['replica']:>7} {r['num_gpu_blocks']:>6} {r['num_requests']:>8} {r['num_steps']:>6} "
-                     f"{r['busy_ms']:>9.1f} {100 * r['prefix_cache_hit_rate']:>10.1f}%")
-    served = serving_metrics(agg)
-    lines += ["", f"router {agg['router']} over {agg['num_replicas']} replicas; ms modeled on "
-              f"{fleet.config.deployment}",
-              f"prefix reuse (cached prompt tokens / prompt tokens): {100 * agg['prefix_reuse_ratio']:.1f}%",
-              f"request throughput {served['request_throughput']:.2f} req/s, "
-              f"TTFT median {served['median_ttft_ms']:.1f} ms, p90 {served['ttft_ms_p90']:.1f} ms, "
-              f"TPOT median {served['median_tpot_ms'] or 0:.2f} ms"]
-    return "\n".join(lines)
-
-
 def _prepare(args: argparse.Namespace) -> tuple[Fleet, int, TextIO | None]:
     """The fleet with every request queued at its router, and the records file; InputError if not."""
     if args.max_events is not None and args.max_events < 1:
         raise InputError(f"--max-events: must be an integer >= 1; got {args.max_events}")
     rows = _trace_rows(args)
+    if args.versus_aggregated and not args.__dict__.get("num_prefill_replicas"):
+        raise InputError("--versus-aggregated compares a disaggregated fleet: give --num-prefill-replicas too")
     fleet = _fleet(args)
     requests = _requests(args, fleet.loaded.vocab_size, rows)
     for req in requests:
@@ -197,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     run_to_end(lambda: _serve(fleet, num_requests, args.max_events, records), records)
     print(report(fleet))
+    if args.versus_aggregated:
+        print(versus_aggregated(fleet, _requests(args, fleet.loaded.vocab_size, _trace_rows(args))))
     if args.metrics_json:
         write_json(args.metrics_json, metrics_json(fleet), PROG)
     return 0

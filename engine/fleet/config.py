@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from engine.fleet.links import KV_LINKS
 from engine.knobs import Knob
 
 ROUTERS = ("round_robin", "least_loaded", "dynamo", "llmd", "sglang")
+DECIDERS = ("always", "llmd_prefix", "dynamo_conditional")
 MAX_REPLICAS = 64
 
 FLEET_KNOBS: tuple[Knob, ...] = (
@@ -26,6 +28,21 @@ FLEET_KNOBS: tuple[Knob, ...] = (
          "out of balance)", "fleet", choices=ROUTERS),
     Knob("replica_gpu_blocks", str, None, "KV pool sizes, one per replica, comma-separated (e.g. 64,64,16); none: "
          "every replica has num_gpu_blocks", "fleet", optional=True),
+    Knob("num_prefill_replicas", int, 0, "disaggregated serving: the first N replicas only prefill, the rest only "
+         "decode, each request's KV copied between them over kv_link (0: every replica does both)", "fleet", low=0,
+         high=MAX_REPLICAS - 1),
+    Knob("kv_link", str, "ib-ndr", "the link KV caches cross from prefill to decode replicas: " + ", ".join(KV_LINKS)
+         + " (engine/fleet/links.py)", "fleet", choices=tuple(KV_LINKS)),
+    Knob("disagg_decider", str, "always", "which requests are disaggregated: 'always', 'llmd_prefix' (llm-d: when "
+         "the decode replica would have non_cached_tokens or more to compute) or 'dynamo_conditional' (Dynamo: "
+         "not when the prompt is short or mostly cached there)", "fleet", choices=DECIDERS),
+    Knob("non_cached_tokens", int, 0, "llmd_prefix: disaggregate when this many prompt tokens (full size) are "
+         "not cached on the decode replica; 0: always (llm-d's default)", "fleet", low=0, high=10_000_000),
+    Knob("conditional_disagg_eff_isl_threshold", int, 2048, "dynamo_conditional: prefill on the decode replica "
+         "when fewer prompt tokens than this (full size) are not cached there ... (Dynamo's default 2048)",
+         "fleet", low=0, high=10_000_000),
+    Knob("conditional_disagg_eff_isl_ratio_threshold", float, 0.7, "dynamo_conditional: ... and they are below "
+         "this share of the prompt (Dynamo's default 0.7)", "fleet", low=0.0, high=1.0, noun="a fraction"),
     Knob("router_seed", int, 0, "seed for the router's tie-breaks and sampling", "fleet", low=0, high=2**31 - 1),
     Knob("prefill_load_scale", float, 1.0, "dynamo: weight of the prefill blocks left to compute (Dynamo's "
          "KvRouterConfig.prefill_load_scale)", "fleet", low=0.0, high=1000.0),
@@ -62,6 +79,9 @@ class _FleetRules:
         for knob in self.ROWS:
             knob.check(getattr(self, knob.name))
         self.pool_sizes(1)  # a malformed list is named now, not when the fleet is built
+        if self.num_prefill_replicas >= self.num_replicas:
+            raise ValueError(f"num_prefill_replicas must leave at least one decode replica: it is "
+                             f"{self.num_prefill_replicas} of num_replicas={self.num_replicas}")
 
     def pool_sizes(self, num_gpu_blocks: int) -> list[int]:
         """Each replica's KV pool, in pages."""

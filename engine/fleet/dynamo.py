@@ -45,8 +45,8 @@ class DynamoRouter(Router):
 
     def __init__(self, fleet, block_size: int, pool_sizes: list[int]):
         super().__init__(fleet, block_size, pool_sizes)
-        self.active: list[dict[str, _Active]] = [{} for _ in range(fleet.num_replicas)]
-        self.blocks: list[Counter[str]] = [Counter() for _ in range(fleet.num_replicas)]
+        self.active: list[dict[str, _Active]] = [{} for _ in pool_sizes]
+        self.blocks: list[Counter[str]] = [Counter() for _ in pool_sizes]
 
     def candidates(self, arrival: Arrival, replicas: list[Engine]) -> list[Candidate]:
         c, bs = self.fleet, self.block_size

@@ -15,12 +15,15 @@ that produced them ends).
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
+from dataclasses import dataclass
 
 from engine.config import EngineConfig, SamplingParams
 from engine.engine import Engine
 from engine.fleet.config import FleetConfig
+from engine.fleet.disagg import Disaggregation, decode_rules
 from engine.fleet.dynamo import DynamoRouter
 from engine.fleet.llmd import LlmdRouter
 from engine.fleet.records import FleetRecord, RoutingDecision
@@ -36,6 +39,30 @@ ROUTER_CLASSES: dict[str, type[Router]] = {
     cls.name: cls for cls in (RoundRobin, LeastLoaded, DynamoRouter, LlmdRouter, SglangRouter)}
 
 
+@dataclass
+class Pool:
+    """Replicas one router chooses among: the whole fleet, or in a disaggregated one its prefill or its
+    decode replicas. The router sees them as 0, 1, ...; the fleet numbers them from `first`."""
+
+    role: str  # 'all', 'prefill' or 'decode'
+    first: int
+    engines: list[Engine]
+    router: Router
+
+    def route(self, arrival: Arrival) -> RoutingDecision:
+        """The router's decision, its replica numbers made the fleet's."""
+        decision = self.router.route(arrival, self.engines)
+        decision.pool, decision.replica = self.role, decision.replica + self.first
+        for cand in decision.candidates:
+            cand.replica += self.first
+        return decision
+
+    def routed(self, arrival: Arrival, decision: RoutingDecision) -> None:
+        local = dataclasses.replace(decision, replica=decision.replica - self.first, candidates=[
+            dataclasses.replace(c, replica=c.replica - self.first) for c in decision.candidates])
+        self.router.routed(arrival, local.replica, local)
+
+
 class Fleet:
     def __init__(self, config: EngineConfig, fleet: FleetConfig | None = None, loaded: LoadedModel | None = None):
         if config.deployment is None:
@@ -45,7 +72,10 @@ class Fleet:
         self.loaded = loaded or load_model(config.model, config.device, config.dtype)
         pools = self.fleet.pool_sizes(config.num_gpu_blocks)
         self.replicas = [Engine(config.with_changes(num_gpu_blocks=n), self.loaded) for n in pools]
-        self.router = ROUTER_CLASSES[self.fleet.router](self.fleet, config.block_size, pools)
+        split, n = self.fleet.num_prefill_replicas, len(pools)
+        self.pools = [self._pool("all", 0, n, self.fleet)] if not split else [
+            self._pool("prefill", 0, split, self.fleet), self._pool("decode", split, n, decode_rules(self.fleet))]
+        self.disagg = Disaggregation(self) if split else None
         self.placement: dict[str, int] = {}  # request id -> the replica it was sent to
         self.decisions: list[RoutingDecision] = []
         self.index = 0  # fleet events so far
@@ -53,6 +83,26 @@ class Fleet:
         self._arrivals: list[tuple[float, int, Arrival, SamplingParams, float]] = []
         self._heard: list[tuple[float, int, int, StepRecord]] = []  # (step end, order, replica, record)
         self._added = 0
+        # Replicas whose last step could schedule nothing (their pages held for KV transfers): they wait for
+        # a change (an arrival, or pages freed or filled by a transfer), not step again at the same time.
+        self._stalled: set[int] = set()
+
+    def _pool(self, role: str, first: int, end: int, rules: FleetConfig) -> Pool:
+        sizes = [e.config.num_gpu_blocks for e in self.replicas[first:end]]
+        router = ROUTER_CLASSES[rules.router](rules, self.config.block_size, sizes)
+        return Pool(role, first, self.replicas[first:end], router)
+
+    def pool_of(self, replica: int) -> Pool:
+        return next(p for p in reversed(self.pools) if replica >= p.first)
+
+    @property
+    def router(self) -> Router:
+        """The router of the fleet (of its decode replicas, when disaggregated)."""
+        return self.pools[-1].router
+
+    @router.setter
+    def router(self, router: Router) -> None:
+        self.pools[-1].router = router
 
     # ---- requests ---------------------------------------------------------------------------
 
@@ -78,16 +128,26 @@ class Fleet:
     # ---- the loop ---------------------------------------------------------------------------
 
     def has_unfinished_requests(self) -> bool:
-        return bool(self._arrivals) or any(e.has_unfinished_requests() for e in self.replicas)
+        return bool(self._arrivals) or any(e.has_unfinished_requests() for e in self.replicas) or \
+            bool(self.disagg and self.disagg.busy())
 
     def step(self) -> FleetRecord:
-        """The next event: route the next arrival, or step the replica whose step starts first."""
+        """The next event: route the next arrival, move a KV cache (disaggregated), or step the replica
+        whose step starts first; at equal times in that order."""
         arrival_ms = self._arrivals[0][0] if self._arrivals else math.inf
-        starts = [(e.next_step_ms(), i) for i, e in enumerate(self.replicas) if e.next_step_ms() is not None]
+        transfer_ms = self.disagg.next_event_ms() if self.disagg else math.inf
+        starts = [(e.next_step_ms(), i) for i, e in enumerate(self.replicas)
+                  if e.next_step_ms() is not None and i not in self._stalled]
         start_ms, replica = min(starts) if starts else (math.inf, -1)
-        if arrival_ms == math.inf and start_ms == math.inf:
+        if min(arrival_ms, transfer_ms, start_ms) == math.inf:
             raise RuntimeError("nothing left to do: every request has finished")
-        record = self._route(arrival_ms) if arrival_ms <= start_ms else self._step_replica(replica, start_ms)
+        if arrival_ms <= min(transfer_ms, start_ms):
+            record = self._route(arrival_ms)
+        elif transfer_ms <= start_ms:
+            self.clock_ms = transfer_ms
+            record = self.disagg.transfer(self.index)
+        else:
+            record = self._step_replica(replica, start_ms)
         self.index += 1
         if not self.has_unfinished_requests():
             self._hear(math.inf)  # the last steps' news: the router's counts end at zero
@@ -97,27 +157,46 @@ class Fleet:
         self.clock_ms = now
         self._hear(now)
         _, _, arrival, params, scale = heapq.heappop(self._arrivals)
-        decision = self.router.route(arrival, self.replicas)
-        engine = self.replicas[decision.replica]
-        engine.add_request(list(arrival.token_ids), params, arrival_ms=now, length_scale=scale,
-                           request_id=arrival.request_id, late=now < engine.clock_ms)
-        self.router.routed(arrival, decision.replica, decision)
-        self.placement[arrival.request_id] = decision.replica
-        self.decisions.append(decision)
+        if self.disagg:
+            return self.disagg.route(self.index, arrival, params, scale, now)
+        decision = self.pools[0].route(arrival)
+        self.place(self.pools[0], decision, arrival, params, scale, now)
         return FleetRecord(self.index, now, "route", decision.replica, decision=decision)
+
+    def place(self, pool: Pool, decision: RoutingDecision, arrival: Arrival, params: SamplingParams, scale: float,
+              now: float, hold_kv: bool = False) -> None:
+        """Send the arrival where the decision says, and tell the pool's router."""
+        engine = self.replicas[decision.replica]
+        self.wake(decision.replica, now)
+        engine.add_request(list(arrival.token_ids), params, arrival_ms=now, length_scale=scale,
+                           request_id=arrival.request_id, late=now < engine.clock_ms, hold_kv=hold_kv)
+        pool.routed(arrival, decision)
+        self.placement.setdefault(arrival.request_id, decision.replica)
+        self.decisions.append(decision)
 
     def _step_replica(self, replica: int, start_ms: float) -> FleetRecord:
         self.clock_ms = start_ms
         self._hear(start_ms)
         record = self.replicas[replica].step()
+        if not record.batch and all(e.kind in ("blocked", "idle") for e in record.events):
+            self._stalled.add(replica)  # it changed nothing: stepping it again now would change nothing either
         heapq.heappush(self._heard, (record.modeled.clock_ms, self.index, replica, record))
+        if self.disagg:
+            self.disagg.stepped(replica, record, start_ms)
         return FleetRecord(self.index, start_ms, "step", replica, step=record)
+
+    def wake(self, replica: int, now: float) -> None:
+        """Something changed for a stalled replica: it may step again, from now."""
+        if replica in self._stalled:
+            self._stalled.discard(replica)
+            self.replicas[replica].wait_until(now)
 
     def _hear(self, now: float) -> None:
         """The router hears each step's first tokens and finishes when the step ends."""
         while self._heard and self._heard[0][0] <= now:
             _, _, replica, record = heapq.heappop(self._heard)
-            self.router.observe(replica, record)
+            pool = self.pool_of(replica)
+            pool.router.observe(replica - pool.first, record)
 
     def run(self, max_events: int = MAX_STEPS * 8) -> list[FleetRecord]:
         """Every event until every request has finished (or max_events)."""

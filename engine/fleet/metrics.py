@@ -19,11 +19,10 @@ def _replica_row(index: int, engine) -> dict:
 def fleet_metrics(fleet) -> dict:
     """{'aggregate': the run over the whole fleet, 'replicas': one row each, 'requests': one row each}.
     The fleet's time is its makespan on the modeled clock: from 0 to the last replica's last step."""
-    per_request = []
-    for index, engine in enumerate(fleet.replicas):
-        for req in engine.requests.values():
-            per_request.append({**request_metrics(req, priced=True), "replica": index})
-    per_request.sort(key=lambda m: list(fleet.placement).index(m["request_id"]))
+    handoffs = fleet.disagg.handoffs if fleet.disagg else {}
+    per_request = [{**request_metrics(fleet.replicas[replica].requests[rid], priced=True), "replica": replica,
+                    **(_journey(fleet, handoffs[rid]) if rid in handoffs else {})}
+                   for rid, replica in fleet.placement.items()]
     engines = fleet.replicas
     counters = {k: sum(e.counters[k] for e in engines) for k in COUNTER_KEYS}
     gauges = {"num_requests_finished": sum(e.scheduler.num_finished for e in engines),
@@ -37,5 +36,40 @@ def fleet_metrics(fleet) -> dict:
     aggregate["num_replicas"] = len(engines)
     aggregate["router"] = fleet.fleet.router
     aggregate["prefix_reuse_ratio"] = aggregate["prefix_cache_hit_rate"]  # cached prompt tokens / prompt tokens
-    return {"aggregate": aggregate, "replicas": [_replica_row(i, e) for i, e in enumerate(engines)],
-            "requests": per_request}
+    rows = [_replica_row(i, e) for i, e in enumerate(engines)]
+    makespan = aggregate["engine_time_ms"] or 1.0
+    for row in rows:
+        row["role"] = fleet.pool_of(row["replica"]).role
+        row["utilisation"] = row["busy_ms"] / makespan
+    if handoffs:
+        aggregate |= _disaggregated(fleet, handoffs, rows, per_request)
+    return {"aggregate": aggregate, "replicas": rows, "requests": per_request}
+
+
+JOURNEY = ("prefill_queue_ms", "prefill_ms", "wait_for_pages_ms", "link_queue_ms", "transfer_ms", "decode_queue_ms")
+
+
+def _journey(fleet, h) -> dict:
+    """Where a disaggregated request's time went before its first decode step, in modeled ms: waiting on
+    the prefill replica, its prefill, waiting for the decode replica's pages, for the link, the transfer,
+    and waiting on the decode replica. (Its first token, sampled by the prefill, ends its TTFT.)"""
+    first = fleet.replicas[h.prefill_replica].requests[h.request_id]
+    marks = (first.arrival_ms, first.first_scheduled_ms, h.prefill_done_ms, h.pages_reserved_ms, h.transfer_start_ms,
+             h.transfer_end_ms, h.decode_start_ms)
+    spans = {k: (b - a if a is not None and b is not None else None)
+             for k, a, b in zip(JOURNEY, marks[:-1], marks[1:], strict=True)}
+    return {"prefill_replica": h.prefill_replica, "kv_tokens": h.tokens, "kv_bytes": h.bytes, **spans}
+
+
+def _disaggregated(fleet, handoffs: dict, rows: list[dict], per_request: list[dict]) -> dict:
+    """Bytes moved, link busy time, each role's mean utilisation and each part of the journey's mean."""
+    moved = [h for h in handoffs.values() if h.transfer_end_ms is not None]
+    out = {"num_disaggregated": len(handoffs), "kv_bytes_moved": sum(h.bytes for h in moved),
+           "link_busy_ms": sum(h.transfer_end_ms - h.transfer_start_ms for h in moved)}
+    for role in ("prefill", "decode"):
+        share = [r["utilisation"] for r in rows if r["role"] == role]
+        out[f"{role}_utilisation"] = sum(share) / len(share)
+    for key in JOURNEY:
+        values = [m[key] for m in per_request if m.get(key) is not None]
+        out[f"mean_{key}"] = sum(values) / len(values) if values else None
+    return out

@@ -37,7 +37,27 @@ class RoutingDecision:
     margin: float | None  # the winner's advantage over the best other replica (None: one replica)
     tie: str  # how a tie was broken ('' when there was none)
     why: str  # the decision in one sentence
+    pool: str = "all"  # the replicas it chose among: 'all', or in a disaggregated fleet 'prefill' or 'decode'
 
+
+@dataclass(slots=True)
+class Handoff:
+    """A disaggregated request: prefilled on one replica, its prompt's KV copied to another that decodes
+    it. Times are on the fleet clock; tokens and bytes are what the link carried (the decode replica's
+    own cached prefix is not sent)."""
+
+    request_id: str
+    prefill_replica: int
+    decode_replica: int
+    decided: str  # why it was disaggregated (the decider's words)
+    prefill_done_ms: float | None = None  # its first token sampled, on the prefill replica
+    pages_reserved_ms: float | None = None  # the decode replica took pages for it (it may have waited)
+    transfer_start_ms: float | None = None  # the link was free
+    transfer_end_ms: float | None = None
+    decode_start_ms: float | None = None  # its first step on the decode replica began
+    tokens: int = 0  # prompt tokens copied (scaled, as the engine holds them)
+    cached_pages: int = 0  # leading pages the decode replica already held, not sent
+    bytes: float = 0.0  # bytes per GPU over the link, at full size
 
 @dataclass(slots=True)
 class FleetRecord:
@@ -45,10 +65,12 @@ class FleetRecord:
 
     index: int
     clock_ms: float  # when it happened: the arrival, or the start of the replica's step
-    kind: str  # 'route' or 'step'
+    kind: str  # 'route', 'step', or in a disaggregated fleet 'kv_transfer' (started) and 'kv_arrived'
     replica: int
-    decision: RoutingDecision | None = None
+    decision: RoutingDecision | None = None  # where it decodes (or runs, in an aggregated fleet)
     step: StepRecord | None = None
+    prefill: RoutingDecision | None = None  # where a disaggregated request is prefilled
+    handoff: Handoff | None = None
 
     def to_dict(self) -> dict:
         out = {"index": self.index, "clock_ms": self.clock_ms, "kind": self.kind, "replica": self.replica}
@@ -56,4 +78,7 @@ class FleetRecord:
             out["decision"] = dataclasses.asdict(self.decision)
         if self.step is not None:
             out["step"] = self.step.to_dict()
+        for name in ("prefill", "handoff"):
+            if getattr(self, name) is not None:
+                out[name] = dataclasses.asdict(getattr(self, name))
         return out

@@ -101,7 +101,7 @@ class RoundRobin(Router):
 
     def routed(self, arrival: Arrival, replica: int, decision: RoutingDecision) -> None:
         super().routed(arrival, replica, decision)
-        self.turn = (replica + 1) % self.fleet.num_replicas
+        self.turn = (replica + 1) % len(self.pool_sizes)
 
     def explain(self, decision: RoutingDecision, winner: Candidate) -> str:
         return f"replica {winner.replica}: its turn"

@@ -57,6 +57,17 @@ def test_requests_drawn_at_a_rate_and_sessions_sharing_system_prompts(tiny_llama
         assert len(m["requests"]) > 0 and (m["prefix_reuse_ratio"] > 0) == shared, (load, m["prefix_reuse_ratio"])
 
 
+def test_one_command_serves_a_trace_disaggregated_and_aggregated_and_says_which_wins(tiny_llama, capsys):
+    code, out, err = run(capsys, "--trace", "mooncake-conv", "--duration-s", "6", "--num-replicas", "3",
+                         "--num-prefill-replicas", "1", "--model", tiny_llama, "--block-size", "16",
+                         "--versus-aggregated", "--slo-ttft-ms", "3000", "--slo-tpot-ms", "50", *FLEET)
+    assert code == 0, err
+    assert "prefill" in out and "GB of KV over ib-ndr" in out and "transfer" in out
+    table = out.split("either way")[1].splitlines()[2:]
+    assert [line.split()[0] for line in table] == ["TTFT", "TTFT", "ITL", "ITL", "TPOT", "E2E", "requests/s", "goodput"]
+    assert all(line.split()[-1] in ("aggregated", "disaggregated", "same") for line in table)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--trace", "mooncake-conv", "--num-replicas", "0"], "--num-replicas: num_replicas must be an integer in [1, 64]"),
     (["--trace", "mooncake-conv", "--num-replicas", "10000"], "--num-replicas: num_replicas must be"),
@@ -67,6 +78,11 @@ def test_requests_drawn_at_a_rate_and_sessions_sharing_system_prompts(tiny_llama
     (["--trace", "mooncake-conv", "--block-tokens", "0"], "--block-tokens: block_tokens must be an integer in [1,"),
     (["--trace", "mooncake-conv", "--rate", "-2"], "rate must be a number of requests/s"),
     (["--trace-file", "/nonexistent/t.jsonl"], "--trace-file: /nonexistent/t.jsonl: no such file"),
+    (["--trace", "mooncake-conv", "--num-replicas", "2", "--num-prefill-replicas", "2"],
+     "--num-prefill-replicas: num_prefill_replicas must leave at least one decode replica"),
+    (["--trace", "mooncake-conv", "--kv-link", "carrier-pigeon"], "--kv-link: kv_link must be one of 'nvlink-4'"),
+    (["--trace", "mooncake-conv", "--non-cached-tokens", "-5"], "--non-cached-tokens: non_cached_tokens must be"),
+    (["--trace", "mooncake-conv", "--versus-aggregated"], "--versus-aggregated compares a disaggregated fleet"),
 ])
 def test_bad_input_is_one_line_and_exit_status_2(capsys, argv, message):
     code, _, err = run(capsys, *argv, *FLEET)

@@ -30,7 +30,7 @@ def replay(args: argparse.Namespace) -> dict:
 
     engine = {"block_size": args.block_size, "num_gpu_blocks": args.num_gpu_blocks, "enable_prefix_caching": True,
               "max_num_seqs": args.max_num_seqs, "max_num_batched_tokens": args.max_num_batched_tokens,
-              "speedup_ratio": args.speedup_ratio, "decode_speedup_ratio": args.speedup_ratio}
+              "speedup_ratio": args.speedup_ratio}
     router = KvRouterConfig(prefill_load_scale=args.prefill_load_scale, overlap_score_credit=args.overlap_score_credit)
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.jsonl")
@@ -39,11 +39,17 @@ def replay(args: argparse.Namespace) -> dict:
         saved = os.dup(2)
         with open(log_path, "w") as log:
             os.dup2(log.fileno(), 2)
+            if args.prefill_workers:  # disaggregated: prefill workers and decode workers, KV moved between
+                workers = dict(prefill_engine_args={"engine": {**engine, "worker_type": "prefill"}},
+                               decode_engine_args={"engine": {**engine, "worker_type": "decode"}},
+                               num_prefill_workers=args.prefill_workers,
+                               num_decode_workers=args.workers - args.prefill_workers)
+            else:
+                workers = dict(extra_engine_args={"engine": engine}, num_workers=args.workers)
             try:
-                result = run_mocker_trace_replay([args.trace], extra_engine_args={"engine": engine},
-                                                 router_config=router, num_workers=args.workers,
-                                                 router_mode=args.router, trace_block_size=args.block_size,
-                                                 report_jsonl_path=report)
+                result = run_mocker_trace_replay([args.trace], router_config=router, router_mode=args.router,
+                                                 trace_block_size=args.block_size, report_jsonl_path=report,
+                                                 **workers)
             finally:
                 os.dup2(saved, 2)
                 os.close(saved)
@@ -55,9 +61,9 @@ def replay(args: argparse.Namespace) -> dict:
     out = []
     for row in rows:
         history = (row.get("routing_history") or [{}])[0]
-        worker, logit = picks.get(row["uuid"], (row["decode_worker_idx"], None))
+        _, logit = picks.get(row["uuid"], (None, None))
         out.append({"arrival_ms": row["arrival_time_ms"], "input_length": row["input_length"],
-                    "worker": row["decode_worker_idx"], "logged_worker": worker, "logit": logit,
+                    "worker": row["decode_worker_idx"], "logit": logit,
                     "selected_overlap_blocks": history.get("selected_overlap_blocks"),
                     "best_available_overlap_blocks": history.get("best_available_overlap_blocks"),
                     "overlap_regret_blocks": history.get("overlap_regret_blocks"),
@@ -70,6 +76,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("trace")
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--prefill-workers", type=int, default=0, help="disaggregated: this many of the workers "
+                        "only prefill (0: aggregated)")
     parser.add_argument("--router", choices=("kv_router", "round_robin"), default="kv_router")
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--num-gpu-blocks", type=int, default=4096)
