@@ -137,9 +137,7 @@ def mooncake_requests(name: str, vocab_size: int, duration_s: float = 60.0, star
 def azure_requests(name: str, vocab_size: int, duration_s: float = 60.0, rate: float | None = None,
                    length_scale: float = 0.1) -> list[FleetRequest]:
     """A window of the Azure trace, as engine/workload/load.py shapes it, with synthetic prompts."""
-    items = TraceSpec(name, rate=rate, duration_s=duration_s, length_scale=length_scale).items()
-    return [FleetRequest(it.prompt, tuple(synthetic_prompt(it.prompt, it.prompt_tokens, vocab_size)), it.max_tokens,
-                         it.arrival_ms, it.length_scale) for it in items]
+    return _synthetic(TraceSpec(name, rate=rate, duration_s=duration_s, length_scale=length_scale).items(), vocab_size)
 
 
 def rate_requests(vocab_size: int, rate: float = 4.0, duration_s: float = 60.0, cv: float = 1.0, seed: int = 0,
@@ -147,6 +145,11 @@ def rate_requests(vocab_size: int, rate: float = 4.0, duration_s: float = 60.0, 
     """Requests drawn at a rate, as engine/workload/load.py draws them (gamma gaps, lognormal lengths),
     each with its own synthetic prompt: no prefix to share."""
     items = RateSpec(rate=rate, cv=cv, duration_s=duration_s, seed=seed, length_scale=length_scale).items()
+    return _synthetic(items, vocab_size)
+
+
+def _synthetic(items: list, vocab_size: int) -> list[FleetRequest]:
+    """Load-in-time WorkloadItems as fleet requests, each prompt the synthetic token ids submit() would build."""
     return [FleetRequest(it.prompt, tuple(synthetic_prompt(it.prompt, it.prompt_tokens, vocab_size)), it.max_tokens,
                          it.arrival_ms, it.length_scale) for it in items]
 

@@ -24,9 +24,11 @@ reference = test_engine_reference.reference  # the fixture: each prompt as gener
 
 
 def fleet_of(tiny_llama, router="dynamo", replicas=3, **knobs) -> Fleet:
+    """A fleet of the tiny model on the modeled clock; knobs are fleet knobs or engine knobs."""
+    fleet_knobs = {k: knobs.pop(k) for k in list(knobs) if k in FleetConfig.__dataclass_fields__}
     config = EngineConfig(model=tiny_llama, deployment=DEPLOYMENT, enable_prefix_caching=True,
                           **{"block_size": 4, "num_gpu_blocks": 64, **knobs})
-    return Fleet(config, FleetConfig(num_replicas=replicas, router=router))
+    return Fleet(config, FleetConfig(num_replicas=replicas, router=router, **fleet_knobs))
 
 
 def add_all(fleet: Fleet, workload) -> list[str]:
@@ -60,9 +62,7 @@ def test_the_same_seed_gives_the_same_run_routing_included(tiny_llama):
     workload = [(i % len(PROMPTS), 8, 10.0 * (i // 3)) for i in range(12)]
     runs = []
     for _ in range(2):
-        fleet = fleet_of(tiny_llama, "dynamo", 3)
-        fleet.fleet = FleetConfig(num_replicas=3, router="dynamo", router_temperature=0.5, router_seed=7)
-        fleet.router = ROUTER_CLASSES["dynamo"](fleet.fleet, fleet.config.block_size, [64] * 3)
+        fleet = fleet_of(tiny_llama, "dynamo", 3, router_temperature=0.5, router_seed=7)
         add_all(fleet, workload)
         runs.append([rec.to_dict() for rec in fleet.run()])
         for rec in runs[-1]:
