@@ -34,7 +34,7 @@ CSS = """
 .lab-you {background:#E3EDF9; color:#0B4A86}
 .lab-text {font-family:ui-monospace, monospace; white-space:pre-wrap; font-size:.92em}
 .lab-text mark {background:#FFE08A; padding:0 .1em}
-.st-key-motion {display: none}
+.st-key-motion, .st-key-step_keys_box {display: none}
 .st-key-step_bar {container-type: inline-size}
 @media (min-width: 641px) {@container (max-width: 600px) {.st-key-step_bar button p {position: absolute;
   width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); white-space: nowrap}}}

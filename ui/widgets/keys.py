@@ -98,5 +98,8 @@ def keys_help() -> None:
 
 def listen(actions: dict[str, Callable[[], None]]) -> None:
     """Mount the listener; `actions` are the step bar's callbacks, by the names in KEYS and BUTTONS."""
-    _component(key="step_keys", data={"keys": KEYS, "buttons": BUTTONS, "recent": RECENT}, default={"presses": None},
-               on_presses_change=functools.partial(_on_presses, actions))
+    # Hidden (its listeners are on the document): while a rerun mounts it, Streamlit draws a 40 px
+    # skeleton in its place, which pushed the page down after a link opened at a step.
+    with st.container(key="step_keys_box"):
+        _component(key="step_keys", data={"keys": KEYS, "buttons": BUTTONS, "recent": RECENT},
+                   default={"presses": None}, on_presses_change=functools.partial(_on_presses, actions))
