@@ -11,6 +11,7 @@ import streamlit as st
 
 from ui.pages import ab, lessons, sweep
 from ui.pages import lab as lab_page
+from ui.pages.fleet import page as fleet_page
 
 st.set_page_config(page_title="Scheduler Loop Lab", page_icon=":material/play_circle:", layout="wide")
 
@@ -18,6 +19,7 @@ LAB = st.Page(lab_page.page, title="Step the scheduler", icon=":material/play_ci
 PAGES = [LAB, st.Page(lambda: lessons.catalogue(LAB), title="Lessons", icon=":material/school:", url_path="lessons"),
          st.Page(lessons.glossary, title="Glossary", icon=":material/menu_book:", url_path="glossary"),
          st.Page(ab.page, title="A/B: two configs", icon=":material/compare_arrows:", url_path="ab"),
-         st.Page(sweep.page, title="Sweep a knob", icon=":material/show_chart:", url_path="sweep")]
+         st.Page(sweep.page, title="Sweep a knob", icon=":material/show_chart:", url_path="sweep"),
+         st.Page(fleet_page.page, title="A fleet of engines", icon=":material/hub:", url_path="fleet")]
 
 st.navigation(PAGES).run()

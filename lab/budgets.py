@@ -7,6 +7,8 @@ every refusal names the limit and the knob that hit it:
     KV_POOL_BYTES   the KV pools' tensors (GPU and CPU pages), from the model's shape; a fleet's
                     replicas share it (replicas x pool size)
     LINK_STEPS      the steps a link may ask the server to replay before it opens
+    FLEET_EVENTS    the events one fleet run may take (routings, replica steps, KV copies); a
+                    link may replay up to it
     MAX_REQUESTS    the requests in one workload (engine.limits), hand-added ones included
     PROMPT_BYTES    the prompts' size in one workload: a synthetic prompt by its token count, a
                     text by its UTF-8 bytes (no tokenizer here spends more than a token a byte)
@@ -36,13 +38,14 @@ from engine.workload import WorkloadItem
 
 KV_POOL_BYTES = 256 * 2**20
 LINK_STEPS = 2_000
+FLEET_EVENTS = 20_000
 UPLOAD_BYTES = 5 * 2**20
 PROMPT_BYTES = 2**20
 HEAVY_JOBS = 2
 
-__all__ = ["HEAVY_JOBS", "KV_POOL_BYTES", "LINK_STEPS", "MAX_REQUESTS", "PROMPT_BYTES", "UPLOAD_BYTES", "BudgetError",
-           "check_fleet", "check_offered", "check_replay", "check_workload", "engine_for", "heavy_job", "lab_model",
-           "model_label", "offered_models"]
+__all__ = ["FLEET_EVENTS", "HEAVY_JOBS", "KV_POOL_BYTES", "LINK_STEPS", "MAX_REQUESTS", "PROMPT_BYTES", "UPLOAD_BYTES",
+           "BudgetError", "check_fleet", "check_offered", "check_replay", "check_workload", "engine_for", "heavy_job",
+           "lab_model", "model_label", "offered_models"]
 
 
 class BudgetError(ValueError):

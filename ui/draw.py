@@ -9,6 +9,7 @@ import re
 
 import streamlit as st
 
+from engine.records import Event
 from lab.lessons import LessonError
 from lab.lessons.terms import GLOSSARY_PAGE, link_terms, load_terms
 from lab.palette import request_color, text_color
@@ -51,6 +52,17 @@ def chip(request_id: str | None) -> str:
     color = request_color(request_id)  # an id can come from an uploaded run file: never trust it as HTML
     style = f"background:{color};color:{text_color(color)}"
     return f'<span class="lab-chip" style="{style}">{html.escape(request_id)}</span>'
+
+
+def kind_badge(kind: str, label: str | None = None) -> str:
+    # escaped: a loaded run file's event kind is a visitor's text (issue 32)
+    return (f"<span class='lab-kind lab-{EVENT_TONES.get(kind, 'calm')}'>"
+            f"{html.escape(label or kind.replace('_', ' '))}</span>")
+
+
+def event_line(event: Event) -> str:
+    """A scheduler decision as one line of HTML: its kind, the request's chip, and the rule in words."""
+    return f"{kind_badge(event.kind)} {chip(event.request_id)} {html.escape(event.reason)}"
 
 
 def chart(fig, key: str) -> None:

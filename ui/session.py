@@ -25,6 +25,7 @@ from engine import EngineConfig, LoadedModel, load_model
 from engine.workload import WorkloadSource
 from lab.budgets import check_offered
 from lab.compare import ABRun
+from lab.fleet.run import FleetRun
 from lab.lessons import Lesson, LessonError, LessonProgress, load_lessons
 from lab.recording import Recording
 from lab.run import History, Run, default_config
@@ -104,6 +105,9 @@ class Session:
     ab_configs: tuple[EngineConfig, EngineConfig] | None = None
     ab_workload: str = ""  # the label of the workload the A/B runs
     sweep: dict | None = None  # the last sweep's result, kept until the next
+    fleet: FleetRun | None = None  # the Fleet page's run (ui/pages/fleet/)
+    fleet_link_opened: bool = False
+    fleet_playing: bool = False
     messages: list[tuple[str, str]] = field(default_factory=list)  # (kind, text) for the next draw
     # Streamlit can start a click's callback while the previous click's script run is still
     # going (fast key presses in presenter mode do it every time), and two threads stepping one
@@ -176,9 +180,9 @@ class Session:
         """Let go of every engine and KV pool this session holds (its tab closed). What the student
         sees stays: the records, the lessons' progress, the results; an engine is rebuilt from its
         run's script the next time one is used."""
-        runs = [self._run, self.live_run, self.ab, *(visit.run for visit in self.visits.values())]
+        runs = [self._run, self.live_run, self.ab, self.fleet, *(visit.run for visit in self.visits.values())]
         for run in runs:
-            if isinstance(run, Run | ABRun):
+            if isinstance(run, Run | ABRun | FleetRun):
                 run.release()
 
     # ---- the widgets' values ------------------------------------------------------------------

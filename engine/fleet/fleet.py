@@ -26,7 +26,7 @@ from engine.fleet.config import FleetConfig
 from engine.fleet.disagg import Disaggregation, decode_rules
 from engine.fleet.dynamo import DynamoRouter
 from engine.fleet.llmd import LlmdRouter
-from engine.fleet.records import FleetRecord, RoutingDecision
+from engine.fleet.records import FleetRecord, ReplicaState, RoutingDecision
 from engine.fleet.router import Arrival, LeastLoaded, RoundRobin, Router
 from engine.fleet.sglang import SglangRouter
 from engine.kv.prefix_cache import page_hashes
@@ -151,7 +151,16 @@ class Fleet:
         self.index += 1
         if not self.has_unfinished_requests():
             self._hear(math.inf)  # the last steps' news: the router's counts end at zero
+        record.replicas = [self.state_of(i) for i in range(len(self.replicas))]
         return record
+
+    def state_of(self, replica: int) -> ReplicaState:
+        """One replica as it stands now, from its engine and its router's count."""
+        engine, pool = self.replicas[replica], self.pool_of(replica)
+        blocks, pages = engine.blocks, engine.config.num_gpu_blocks
+        return ReplicaState(replica, pool.role, engine.num_waiting(), len(engine.scheduler.running),
+                            pages - blocks.num_free_blocks, blocks.num_cached_free_blocks, pages,
+                            pool.router.in_flight[replica - pool.first], engine.clock_ms)
 
     def _route(self, now: float) -> FleetRecord:
         self.clock_ms = now

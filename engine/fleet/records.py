@@ -60,6 +60,22 @@ class Handoff:
     bytes: float = 0.0  # bytes per GPU over the link, at full size
 
 @dataclass(slots=True)
+class ReplicaState:
+    """One replica just after a fleet event, read from its engine: what the Fleet page's strip draws,
+    kept per event so that looking back shows the fleet as it was."""
+
+    replica: int
+    role: str  # 'all', 'prefill' or 'decode'
+    waiting: int  # not yet scheduled (queued, arrived in the step now running, or KV copied in and ready)
+    running: int
+    kv_used: int  # pages held by requests
+    kv_cached: int  # free pages that still hold a cached prefix, reusable until taken
+    num_gpu_blocks: int
+    in_flight: int  # requests its router sent it and has not heard finish
+    clock_ms: float  # its own modeled clock: the end of its last step
+
+
+@dataclass(slots=True)
 class FleetRecord:
     """One fleet event, in clock order: an arrival routed, or one replica's step."""
 
@@ -71,9 +87,11 @@ class FleetRecord:
     step: StepRecord | None = None
     prefill: RoutingDecision | None = None  # where a disaggregated request is prefilled
     handoff: Handoff | None = None
+    replicas: list[ReplicaState] = field(default_factory=list)  # every replica after the event
 
     def to_dict(self) -> dict:
-        out = {"index": self.index, "clock_ms": self.clock_ms, "kind": self.kind, "replica": self.replica}
+        out = {"index": self.index, "clock_ms": self.clock_ms, "kind": self.kind, "replica": self.replica,
+               "replicas": [dataclasses.asdict(r) for r in self.replicas]}
         if self.decision is not None:
             out["decision"] = dataclasses.asdict(self.decision)
         if self.step is not None:

@@ -15,7 +15,7 @@ from lab.charts import window
 from lab.charts.history import latest_views, oldest_waiting
 from lab.metrics import run_metrics
 from lab.run import History
-from ui.draw import EVENT_TONES, chip, prose
+from ui.draw import chip, event_line, kind_badge, prose
 from ui.session import exclusive, session
 
 
@@ -86,20 +86,14 @@ def _oldest_badge(record: StepRecord) -> str:
     return f" :orange-badge[oldest waiting {rid}: {waited}]"
 
 
-def _kind(kind: str, label: str | None = None) -> str:
-    # escaped: a loaded run file's event kind is a visitor's text (issue 32)
-    return (f"<span class='lab-kind lab-{EVENT_TONES.get(kind, 'calm')}'>"
-            f"{html.escape(label or kind.replace('_', ' '))}</span>")
-
-
 def _change_lines(run: History, step: int) -> list[str]:
     """What the user did before this step: it is part of the run's history too."""
     change = run.change_before(step)
     if change is None:
         return []
-    lines = [f"{_kind('you', 'you set')} {chip(None)} {html.escape(k)} = {html.escape(repr(v))}, from this step on"
+    lines = [f"{kind_badge('you', 'you set')} {chip(None)} {html.escape(k)} = {html.escape(repr(v))}, from this step on"
              for k, v in change.knobs.items()]
-    lines += [f"{_kind('you', 'you added')} {chip(None)} a request: “{html.escape(item.prompt[:60])}”"
+    lines += [f"{kind_badge('you', 'you added')} {chip(None)} a request: “{html.escape(item.prompt[:60])}”"
               for item in change.requests]
     return lines
 
@@ -108,8 +102,7 @@ def why(run: History, record: StepRecord) -> None:
     """This step's decisions, each with the rule that made it."""
     st.markdown("##### Why: this step's decisions")
     lines = _change_lines(run, record.step)
-    for e in record.events:
-        lines.append(f"{_kind(e.kind)} {chip(e.request_id)} {html.escape(e.reason)}")
+    lines += [event_line(e) for e in record.events]
     if not lines:
         lines.append("No decisions this step: every running request simply decoded one more token.")
     st.markdown("".join(f"<div class='lab-event'>{line}</div>" for line in lines), unsafe_allow_html=True)

@@ -1,0 +1,86 @@
+"""The Fleet page's figures: the replicas side by side, and the fleet timeline.
+
+On this page a hue says which replica (REPLICA_COLORS), as on the lab page it says which
+request; a replica opened on its own is drawn with the lab page's views and colours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+
+from engine.fleet.records import FleetRecord, ReplicaState
+from lab.charts.style import layout
+from lab.charts.window import MAX_ROWS
+from lab.fleet.views import Journey, journeys
+from lab.palette import CACHED_FREE, FREE, OKABE_ITO, TOL_MUTED
+
+REPLICA_COLORS = TOL_MUTED + OKABE_ITO
+LINK = "#9A9A9A"  # a KV cache on the link between replicas
+USED = "#4A4A4A"
+
+
+def replica_color(replica: int) -> str:
+    return REPLICA_COLORS[replica % len(REPLICA_COLORS)]
+
+
+def replica_label(state: ReplicaState) -> str:
+    return f"replica {state.replica}" + ("" if state.role == "all" else f" ({state.role})")
+
+
+def replicas_figure(record: FleetRecord) -> go.Figure:
+    """One strip per replica: its KV pool (in use, cached-free, free) and its queues, after the event.
+    The replica the event touched is marked ◀. The counts sit under each name, so a phone shows them too."""
+    states = record.replicas
+    labels = [f"<span style='color:{replica_color(s.replica)}'>■</span> {replica_label(s)}"
+              f"{' ◀' if s.replica == record.replica else ''}<br>{s.waiting} waiting · {s.running} running · "
+              f"{s.in_flight} in flight" for s in states]
+    fig = go.Figure()
+    parts = (("in use", USED, lambda s: s.kv_used), ("cached, free", CACHED_FREE, lambda s: s.kv_cached),
+             ("free", FREE, lambda s: s.num_gpu_blocks - s.kv_used - s.kv_cached))
+    for name, color, pages in parts:
+        fig.add_bar(y=labels, x=[pages(s) for s in states], name=f"KV pages {name}", orientation="h",
+                    marker=dict(color=color, line=dict(color="#FFFFFF", width=1)),
+                    hovertemplate=f"%{{x}} pages {name}<extra></extra>")
+    layout(fig, "fleet_replicas", 90 + 46 * len(states), barmode="stack", bargap=0.3,
+           xaxis=dict(title="KV pages"), yaxis=dict(autorange="reversed"))
+    return fig
+
+
+def _spans(j: Journey, now_ms: float) -> list[tuple[int | None, float, float]]:
+    """(replica or None for the link, start, end) for each part of a request's journey so far."""
+    end = j.finished_ms if j.finished_ms is not None else now_ms
+    if j.prefill_replica is None:
+        return [(j.replica, j.arrival_ms, end)]
+    if j.transfer_start_ms is None:
+        return [(j.prefill_replica, j.arrival_ms, end)]
+    link_end = j.transfer_end_ms if j.transfer_end_ms is not None else now_ms
+    out = [(j.prefill_replica, j.arrival_ms, j.transfer_start_ms), (None, j.transfer_start_ms, link_end)]
+    if j.transfer_end_ms is not None:
+        out.append((j.replica, j.transfer_end_ms, end))
+    return out
+
+
+def timeline_figure(records: Sequence[FleetRecord]) -> go.Figure:
+    """Each request (the latest MAX_ROWS) as a bar from its arrival to its finish, coloured by the replica
+    it ran on; a disaggregated one in two colours, with its KV copy on the link in grey between."""
+    now_ms = records[-1].clock_ms if records else 0.0
+    shown = list(journeys(records).values())[-MAX_ROWS:]
+    lines: dict[int | None, tuple[list, list]] = {}
+    for j in shown:
+        for replica, start, end in _spans(j, now_ms):
+            xs, ys = lines.setdefault(replica, ([], []))
+            xs += [start, max(end, start), None]
+            ys += [j.request_id, j.request_id, None]
+    fig = go.Figure()
+    for replica in sorted(lines, key=lambda r: -1 if r is None else r):
+        xs, ys = lines[replica]
+        name, color = ("KV on the link", LINK) if replica is None else (f"replica {replica}", replica_color(replica))
+        fig.add_scatter(x=xs, y=ys, mode="lines", name=name, line=dict(color=color, width=7),
+                        hovertemplate=f"%{{y}} · {name} · %{{x:,.1f}} ms<extra></extra>")
+    layout(fig, "fleet_timeline", 120 + 14 * len(shown), xaxis=dict(title="fleet clock (modeled ms)"),
+           yaxis=dict(autorange="reversed", type="category", categoryorder="array",
+                      categoryarray=[j.request_id for j in shown], showticklabels=len(shown) <= 40))
+    fig.add_vline(x=now_ms, line=dict(color="#262730", width=1, dash="dot"))
+    return fig

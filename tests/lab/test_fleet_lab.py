@@ -1,0 +1,232 @@
+"""The Fleet page's lab side: a fleet run with time travel, what its views read from the records, and
+its link. Each view's numbers are checked against what the engines themselves recorded."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine import EngineConfig
+from engine.fleet.config import FLEET_KNOBS, ROUTERS, FleetConfig
+from engine.fleet.metrics import fleet_metrics
+from engine.knobs import KNOB
+from lab.budgets import FLEET_EVENTS, BudgetError
+from lab.charts.fleet import replicas_figure, timeline_figure
+from lab.fleet.link import DEFAULTS, ENGINE_KNOBS, PARAMS, FleetScenario, decode, encode, scenario_of
+from lab.fleet.run import FleetLoad, FleetRun
+from lab.fleet.views import decision_rows, describe, journeys
+from lab.run import ReplayError
+
+LOAD = FleetLoad("mooncake-conv", duration_s=4.0)
+
+
+def fleet_run(lab_model, router="dynamo", replicas=3, load=LOAD, **fleet) -> FleetRun:
+    config = EngineConfig(model=lab_model, enable_prefix_caching=True)
+    return FleetRun(config, FleetConfig(num_replicas=replicas, router=router, **fleet), load)
+
+
+@pytest.fixture(scope="module")
+def finished(lab_model) -> FleetRun:
+    run = fleet_run(lab_model)
+    run.step(FLEET_EVENTS)
+    assert run.done and not run.live.has_unfinished_requests()
+    return run
+
+
+def test_every_event_is_kept_and_looking_back_runs_nothing(lab_model):
+    run = fleet_run(lab_model)
+    run.step(30)
+    seen = [r.to_dict() for r in run.records]
+    run.seek(5)
+    assert run.record.index == 5 and len(run.records) == 30
+    run.back()
+    assert run.cursor == 4
+    run.step(3)  # forward through the events already run: nothing new
+    assert run.cursor == 7 and len(run.records) == 30
+    run.step(30)  # then on past the end: 7 + 30
+    assert run.cursor == 37 and len(run.records) == 38
+    assert [r.to_dict() for r in run.records[:30]] == seen
+
+
+def test_a_released_fleet_is_rebuilt_by_re_running_its_events_and_a_changed_one_is_caught(lab_model):
+    run = fleet_run(lab_model, replicas=2)
+    run.step(25)
+    run.release()
+    run.step(5)  # re-runs 25 events into a fresh fleet, checking each, then 5 more
+    twin = fleet_run(lab_model, replicas=2)
+    twin.step(30)
+    assert [r.to_dict()["replicas"] for r in run.records] == [r.to_dict()["replicas"] for r in twin.records]
+    run.release()
+    run.records[10].replica = (run.records[10].replica + 1) % 2
+    with pytest.raises(ReplayError, match="event 10"):
+        run.step(1)
+
+
+def test_each_replica_strip_is_what_that_replica_recorded(finished):
+    """After a replica's step, its strip's counts are its own StepRecord's: pages in use and cached-free,
+    and the requests running; every strip fits its pool."""
+    checked = 0
+    for record in finished.records:
+        for state in record.replicas:
+            assert state.kv_used >= 0 and state.kv_cached >= 0
+            assert state.kv_used + state.kv_cached <= state.num_gpu_blocks
+            assert state.in_flight >= 0 and state.waiting >= 0
+        if record.kind == "step":
+            state, budget = record.replicas[record.replica], record.step.budget
+            assert (state.kv_used, state.kv_cached) == (budget.gpu_blocks_used, budget.gpu_blocks_cached)
+            assert state.running == len(record.step.running)
+            assert state.clock_ms == record.step.modeled.clock_ms
+            checked += 1
+    assert checked > 50
+    assert all(s.in_flight == 0 and s.kv_used == 0 for s in finished.records[-1].replicas)
+
+
+def test_replica_steps_are_that_replicas_own_history(finished):
+    finished.seek(len(finished.records) // 2)
+    for replica in range(3):
+        steps = finished.replica_steps(replica)
+        assert [s.step for s in steps] == list(range(len(steps)))  # its own steps, none missing, in order
+        assert all(s.modeled.clock_ms <= finished.record.clock_ms + 1e6 for s in steps)
+    finished.seek(len(finished.records) - 1)
+
+
+def test_the_timeline_agrees_with_the_fleet_metrics(finished):
+    """Each journey's replica and finish time, read from the records, are the engine's own."""
+    paths = journeys(finished.records)
+    metrics = {m["request_id"]: m for m in fleet_metrics(finished.live)["requests"]}
+    assert set(paths) == set(metrics)
+    for rid, j in paths.items():
+        assert j.replica == metrics[rid]["replica"]
+        request = finished.live.replicas[j.replica].requests[rid]  # the engine's own request
+        assert (j.arrival_ms, j.finished_ms) == (request.arrival_ms, request.token_ms[-1])
+    fig = timeline_figure(finished.records)
+    drawn = {y for trace in fig.data for y in trace.y if y is not None}
+    assert drawn == set(paths)
+
+
+def test_a_decision_table_has_each_candidate_and_marks_the_winner(finished):
+    routes = [r for r in finished.records if r.kind == "route"]
+    assert routes
+    for record in routes:
+        rows = decision_rows(record.decision)
+        assert [row["replica"] for row in rows] == [c.replica for c in record.decision.candidates]
+        (chosen,) = [row for row in rows if row["chosen"]]
+        assert chosen["replica"] == record.decision.replica == record.replica
+        assert describe(record).startswith(f"{record.decision.request_id} arrives")
+
+
+def test_the_replicas_figure_marks_the_replica_the_event_touched(finished):
+    record = next(r for r in finished.records if r.kind == "step")
+    fig = replicas_figure(record)
+    labels = list(fig.data[0].y)
+    assert sum("◀" in label for label in labels) == 1 and "◀" in labels[record.replica]
+    assert [sum(t.x[i] for t in fig.data) for i in range(3)] == [s.num_gpu_blocks for s in record.replicas]
+
+
+def test_disaggregated_events_say_where_the_kv_went(lab_model):
+    run = fleet_run(lab_model, replicas=3, num_prefill_replicas=1)
+    run.step(FLEET_EVENTS)
+    arrived = [r for r in run.records if r.kind == "kv_arrived"]
+    assert arrived
+    for record in arrived:
+        h = record.handoff
+        assert f"arrives on replica {h.decode_replica}" in describe(record)
+        j = journeys(run.records)[h.request_id]
+        assert (j.prefill_replica, j.replica) == (h.prefill_replica, h.decode_replica)
+        assert j.transfer_end_ms == h.transfer_end_ms == record.clock_ms
+
+
+def test_a_fleet_past_the_sessions_kv_budget_is_refused_before_it_is_built(lab_model):
+    with pytest.raises(BudgetError, match="replicas' KV pools"):
+        fleet_run(lab_model, replicas=64, replica_gpu_blocks=",".join(["100000"] * 64))
+
+
+def test_a_load_out_of_range_is_named():
+    with pytest.raises(ValueError, match="duration_s"):
+        FleetLoad(duration_s=1e6)
+    with pytest.raises(ValueError, match="trace must be one of"):
+        FleetLoad(trace="/etc/passwd")
+
+
+# ---- the link ----------------------------------------------------------------------------------
+
+scenarios = st.builds(
+    FleetScenario,
+    engine=st.fixed_dictionaries({}, optional={"num_gpu_blocks": st.integers(8, 512),
+                                               "enable_prefix_caching": st.booleans(),
+                                               "deployment": st.sampled_from(["llama-3.1-8b@a100-80gb", None])}),
+    fleet=st.builds(FleetConfig, num_replicas=st.integers(2, 8), router=st.sampled_from(ROUTERS),
+                    router_temperature=st.sampled_from([0.0, 0.5]), prefix_cache_scorer_weight=st.floats(0, 10)),
+    load=st.builds(FleetLoad, trace=st.sampled_from(["mooncake-conv", "shared-prefix"]),
+                   duration_s=st.sampled_from([2.0, 10.0, 30.5]), rate=st.sampled_from([None, 2.0])),
+    event=st.integers(-1, 5000))
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios)
+def test_a_link_reads_back_as_the_scenario_it_was_written_from(scenario):
+    params = encode(scenario, DEFAULTS)
+    back, warnings = decode(params, DEFAULTS, EngineConfig(model="m"))
+    assert warnings == []
+    assert back.fleet == scenario.fleet and back.load == scenario.load and back.event == scenario.event
+    assert full(back.engine) == full(scenario.engine)
+
+
+def full(engine: dict) -> dict:
+    """Each replica's engine knobs a scenario names, in full (those it leaves out are the engine's defaults)."""
+    return {name: engine.get(name, KNOB[name].default) for name in ENGINE_KNOBS}
+
+
+@settings(max_examples=300)
+@given(st.dictionaries(st.sampled_from([*(row.key for row in PARAMS), "event", "x"]),
+                       st.one_of(st.text(max_size=30), st.sampled_from(["3", "0", "none", "llmd", "8,8", "-1"]))))
+def test_a_hostile_link_never_raises_and_each_parameter_is_used_or_named(params):
+    """Every parameter either takes effect or is named in a warning: none is dropped silently."""
+    scenario, warnings = decode(params, DEFAULTS, EngineConfig(model="m"))
+    assert isinstance(scenario.fleet, FleetConfig) and isinstance(scenario.load, FleetLoad)
+    rows = {row.key: row for row in PARAMS}
+    parts = {"engine": scenario.engine, "fleet": dataclasses.asdict(scenario.fleet),
+             "load": dataclasses.asdict(scenario.load)}
+    for key, text in params.items():
+        if any(w.startswith(f"{key}:") or w.startswith(f"{key}=") or f", {key}" in w or w.startswith(f"{key},")
+               for w in warnings):
+            continue
+        if key == "event":
+            assert scenario.event == int(text)
+        else:
+            row = rows[key]
+            assert parts[row.part][row.name] == row.parse(text), key
+
+
+def test_every_fleet_knob_has_a_link_parameter():
+    params = encode(FleetScenario(fleet=FleetConfig(**{k.name: _other(k) for k in FLEET_KNOBS})), DEFAULTS)
+    assert {f"f.{k.name}" for k in FLEET_KNOBS} <= set(params)
+
+
+def _other(knob):
+    """A value of the knob other than its default (and valid beside the others)."""
+    if knob.name == "replica_gpu_blocks":
+        return "8,8,8"
+    if knob.name == "num_replicas":
+        return 3
+    if knob.name == "num_prefill_replicas":
+        return 1
+    if knob.choices:
+        return next(c for c in knob.choices if c != knob.default)
+    return knob.default + (1 if knob.type is int else 0.25) if knob.high is None or knob.default < knob.high \
+        else knob.default - 0.25
+
+
+def test_the_scenario_of_a_run_reproduces_it(lab_model):
+    run = fleet_run(lab_model, router="llmd", replicas=2)
+    run.step(20)
+    scenario = scenario_of(run)
+    params = encode(scenario, DEFAULTS)
+    back, warnings = decode(params, DEFAULTS, EngineConfig(model=lab_model))
+    assert not warnings and back.event == 19
+    again = FleetRun(EngineConfig(model=lab_model).with_changes(**back.engine), back.fleet, back.load)
+    again.step(back.event + 1)
+    assert [r.to_dict()["replicas"] for r in again.records] == [r.to_dict()["replicas"] for r in run.records]

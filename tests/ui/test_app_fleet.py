@@ -1,0 +1,157 @@
+"""The Fleet page (AppTest): step, look back, open a replica, change the fleet, open a link; bad input
+named with the fleet on screen kept."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from lab.fleet.link import DEFAULTS, encode, scenario_of
+from tests.ui.test_app import session_of
+
+APPLY = "FormSubmitter:fleet_knobs-Apply: start the fleet again"
+
+
+def open_fleet(params: dict | None = None) -> AppTest:
+    app = AppTest.from_string("from ui.pages.fleet import page\npage.page()", default_timeout=120)
+    app.query_params.update(params or {})
+    app.run()
+    assert not app.exception, app.exception
+    return app
+
+
+@pytest.fixture
+def fleet_page(lab_model, monkeypatch) -> AppTest:
+    monkeypatch.setenv("LAB_MODEL", lab_model)
+    return open_fleet()
+
+
+def click(app: AppTest, key: str) -> AppTest:
+    app.button(key=key).click().run()
+    assert not app.exception, app.exception
+    return app
+
+
+def texts(app: AppTest) -> str:
+    return "\n".join(m.value for m in app.markdown)
+
+
+def figure(app: AppTest, key: str) -> dict:
+    (spec,) = [json.loads(c.proto.spec) for c in app.get("plotly_chart") if c.proto.id.endswith(f"-{key}")]
+    return spec
+
+
+def test_it_opens_on_the_default_fleet_before_its_first_event(fleet_page):
+    run = session_of(fleet_page).fleet
+    assert run.cursor == -1 and run.fleet == DEFAULTS.fleet and run.config.enable_prefix_caching
+    assert f"{run.num_requests} requests will arrive" in fleet_page.info[0].value
+    assert fleet_page.selectbox(key="fleet_router").value == "dynamo"
+    assert fleet_page.number_input(key="fleet_num_replicas").value == 4
+
+
+def test_step_routes_the_first_arrival_and_shows_why(fleet_page):
+    click(fleet_page, "fleet_step")
+    run = session_of(fleet_page).fleet
+    record = run.record
+    assert record.kind == "route" and run.cursor == 0
+    shown = texts(fleet_page)
+    assert f"{record.decision.request_id} arrives at 0.0 ms and is routed to replica {record.replica}" in shown
+    assert record.decision.why in shown
+    (table,) = [d.value for d in fleet_page.dataframe]
+    assert list(table.columns) == [f"replica {c.replica}" for c in record.decision.candidates]
+    assert [float(v) for v in table.loc["total"]] == [c.total for c in record.decision.candidates]
+    assert list(table.loc["chosen"]) == ["✓" if c.replica == record.replica else "" for c in record.decision.candidates]
+    strips = figure(fleet_page, "fleet_replicas")
+    assert len(strips["data"][0]["y"]) == 4
+    assert fleet_page.query_params["event"] == "0"
+
+
+def test_run_back_and_the_slider_look_at_past_events_without_running_them(fleet_page):
+    fleet_page.number_input(key="fleet_run_n").set_value(40)
+    click(fleet_page, "fleet_run")
+    run = session_of(fleet_page).fleet
+    assert run.cursor == 39
+    click(fleet_page, "fleet_back")
+    assert run.cursor == 38 and len(run.records) == 40
+    fleet_page.slider(key="fleet_event").set_value(10).run()
+    assert run.cursor == 10 and len(run.records) == 40
+    assert "### Event 10" in texts(fleet_page)
+    click(fleet_page, "fleet_step")
+    assert run.cursor == 11 and len(run.records) == 40  # forward through what was already run
+
+
+def test_opening_a_replica_shows_its_own_queues_and_block_map_at_that_moment(fleet_page):
+    fleet_page.number_input(key="fleet_run_n").set_value(60)
+    click(fleet_page, "fleet_run")
+    run = session_of(fleet_page).fleet
+    replica = next(r.replica for r in reversed(run.records) if r.kind == "step")
+    fleet_page.segmented_control(key="fleet_open").set_value(replica).run()
+    steps = run.replica_steps(replica)
+    assert f"replica {replica}, after its step {steps[-1].step}" in texts(fleet_page)
+    blocks = figure(fleet_page, "fleet_replica_blocks")
+    assert f"{steps[-1].budget.gpu_blocks_used} used" in json.dumps(blocks["layout"])
+
+
+def test_applying_knobs_starts_the_fleet_again_with_them(fleet_page):
+    click(fleet_page, "fleet_step")
+    fleet_page.selectbox(key="fleet_router").set_value("round_robin")
+    fleet_page.number_input(key="fleet_num_replicas").set_value(3)
+    fleet_page.button(key=APPLY).click().run()
+    run = session_of(fleet_page).fleet
+    assert (run.fleet.router, run.fleet.num_replicas, run.cursor) == ("round_robin", 3, -1)
+    assert "starts again at event 0" in fleet_page.info[0].value
+    assert fleet_page.query_params["f.router"] == "round_robin"
+
+
+def test_a_bad_knob_is_named_and_the_fleet_on_screen_is_kept(fleet_page):
+    fleet_page.number_input(key="fleet_run_n").set_value(5)
+    click(fleet_page, "fleet_run")
+    before = session_of(fleet_page).fleet
+    fleet_page.text_input(key="fleet_replica_gpu_blocks").set_value("64,64")
+    fleet_page.button(key=APPLY).click().run()
+    assert not fleet_page.exception
+    (error,) = fleet_page.error
+    assert "replica_gpu_blocks must list 4 pool sizes" in error.value
+    assert session_of(fleet_page).fleet is before and before.cursor == 4
+
+
+def test_a_fleet_past_the_budget_is_refused_by_name(fleet_page):
+    fleet_page.number_input(key="fleet_num_replicas").set_value(64)
+    fleet_page.number_input(key="fleet_num_gpu_blocks").set_value(100_000)
+    fleet_page.button(key=APPLY).click().run()
+    assert "a lab session may use 256 MiB" in fleet_page.error[0].value
+    assert session_of(fleet_page).fleet.fleet.num_replicas == 4
+
+
+def test_a_link_reopens_the_same_fleet_at_the_same_event(fleet_page, lab_model, monkeypatch):
+    fleet_page.selectbox(key="fleet_router").set_value("llmd")
+    fleet_page.button(key=APPLY).click().run()
+    fleet_page.number_input(key="fleet_run_n").set_value(30)
+    click(fleet_page, "fleet_run")
+    run = session_of(fleet_page).fleet
+    params = encode(scenario_of(run), DEFAULTS)
+    assert dict(fleet_page.query_params) == params  # the address bar holds it
+    other = open_fleet(params)
+    again = session_of(other).fleet
+    assert again.cursor == run.cursor == 29 and again.fleet == run.fleet
+    assert [r.to_dict()["replicas"] for r in again.records] == [r.to_dict()["replicas"] for r in run.records]
+
+
+def test_a_link_with_bad_parameters_opens_with_one_warning_naming_them(lab_model, monkeypatch):
+    monkeypatch.setenv("LAB_MODEL", lab_model)
+    app = open_fleet({"f.router": "llmd", "f.num_replicas": "999", "load": "/etc/passwd", "event": "12", "zz": "1"})
+    run = session_of(app).fleet
+    assert run.fleet.router == "llmd" and run.fleet.num_replicas == 4 and run.cursor == 12
+    (warning,) = app.warning
+    for named in ("f.num_replicas", "load:", "zz"):
+        assert named in warning.value
+
+
+def test_presenter_mode_from_a_link_hides_the_knobs(lab_model, monkeypatch):
+    monkeypatch.setenv("LAB_MODEL", lab_model)
+    app = open_fleet({"present": "1", "event": "3"})
+    assert session_of(app).presenting and session_of(app).fleet.cursor == 3
+    assert not app.sidebar.button and app.button(key="exit_presenter")
+    assert app.query_params["present"] == "1"

@@ -1,0 +1,103 @@
+"""The Fleet page: many real engines behind a router, stepped one fleet event at a time.
+
+The step bar works as the lab page's does, over fleet events: Step runs the next one
+(an arrival routed, one replica's step, a KV copy), Back and the slider look at past
+ones, Play steps on its own, and the keys are the same (→, ←, Space).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from lab.fleet.link import scenario_of
+from ui.draw import CSS, flashes
+from ui.pages.fleet import knobs
+from ui.pages.fleet.state import fleet_run, sync_link
+from ui.pages.fleet.views import views
+from ui.session import exclusive, session
+from ui.widgets import keys, presenter
+
+PLAY_EVENTS_PER_S = 4.0
+
+
+@exclusive
+def _on_step(n: int | None = None) -> None:
+    s = session()
+    if not s.fleet.done:
+        s.fleet.step(n or s.widget("fleet_run_n"))
+
+
+@exclusive
+def _on_back() -> None:
+    s = session()
+    s.fleet_playing = False
+    s.fleet.back()
+
+
+def _on_play() -> None:
+    s = session()
+    s.fleet_playing = not s.fleet_playing and not s.fleet.done
+
+
+def _on_scrub() -> None:
+    s = session()
+    s.fleet_playing = False
+    s.fleet.seek(s.widget("fleet_event"))
+
+
+def step_bar() -> None:
+    s = session()
+    run, playing = s.fleet, s.fleet_playing
+    cols = st.container(key="step_bar").columns([1, 1, 1, 0.7, 1, 1] + [0.9] * s.presenting,
+                                                vertical_alignment="bottom", gap="xsmall")
+    cols[0].button("Back", icon=":material/skip_previous:", key="fleet_back", on_click=_on_back,
+                   disabled=run.cursor < 0, width="stretch", help="Show the previous fleet event. Key: ←")
+    cols[1].button("Step", icon=":material/skip_next:", key="fleet_step", on_click=_on_step, args=(1,),
+                   type="primary", disabled=run.done or playing, width="stretch",
+                   help="The next fleet event: an arrival routed, one replica's scheduler step, or a KV copy. Key: →")
+    cols[2].button("Run", icon=":material/fast_forward:", key="fleet_run", on_click=_on_step,
+                   disabled=run.done or playing, width="stretch", help="Run the number of events on the right.")
+    cols[3].number_input("events", 1, 5000, 25, key="fleet_run_n", label_visibility="collapsed")
+    cols[4].button("Pause" if playing else "Play", icon=":material/pause:" if playing else ":material/play_arrow:",
+                   key="fleet_play", on_click=_on_play, disabled=run.done and not playing, width="stretch",
+                   help=f"Step {PLAY_EVENTS_PER_S:g} events a second. Key: Space")
+    keys.listen({"step": lambda: _on_step(1), "back": _on_back, "play": _on_play, "run": _on_step})
+    with cols[5].popover("Keys", icon=":material/keyboard:", width="stretch", help="Keyboard shortcuts"):
+        keys.keys_help()
+    if s.presenting:
+        with cols[6]:
+            presenter.exit_button()
+
+
+def _live() -> None:
+    """The part auto-play reruns: an event when playing, the slider, the address bar, the views."""
+    s = session()
+    run = s.fleet
+    if s.fleet_playing:
+        if run.done:
+            s.fleet_playing = False
+            st.rerun()
+        with s.lock:
+            run.step(1)
+    if len(run.records) > 1:
+        s.set_widget("fleet_event", max(run.cursor, 0))
+        st.slider("event", 0, len(run.records) - 1, key="fleet_event", on_change=_on_scrub,
+                  label_visibility="collapsed", format="event %d", help="Look at any event run so far.")
+    sync_link(run)
+    views(run)
+
+
+def page() -> None:
+    s = session()
+    try:
+        run = fleet_run()
+    except ValueError as exc:
+        st.error(f"The fleet could not start: {exc}")
+        st.stop()
+    if not s.presenting:
+        knobs.sidebar(scenario_of(run))
+    presenter.apply()
+    st.markdown(CSS, unsafe_allow_html=True)
+    step_bar()
+    flashes()
+    st.fragment(_live, run_every=1 / PLAY_EVENTS_PER_S if s.fleet_playing else None)()

@@ -1,0 +1,70 @@
+"""The Fleet page's run and its link: the session's FleetRun, built from a scenario, and the address
+bar kept equal to it (lab/fleet/link.py), so a copied link reopens the same fleet at the same event."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from lab.budgets import FLEET_EVENTS
+from lab.fleet.link import DEFAULTS, FleetScenario, decode, encode, scenario_of
+from lab.fleet.run import FleetRun
+from lab.run import default_config
+from ui.draw import literal, plain
+from ui.session import cached_load, exclusive, session
+from ui.widgets import presenter
+
+
+def start(scenario: FleetScenario) -> FleetRun:
+    """Build the scenario's fleet and run it to its event; it replaces the session's only if it builds
+    (ValueError, e.g. a budget, leaves the fleet on screen as it was)."""
+    run = FleetRun(default_config().with_changes(**scenario.engine), scenario.fleet, scenario.load, cached_load)
+    if scenario.event >= 0:
+        run.step(min(scenario.event, FLEET_EVENTS - 1) + 1)
+    s = session()
+    s.fleet, s.fleet_playing = run, False
+    return run
+
+
+def fleet_run() -> FleetRun:
+    """The session's fleet, built from the link the page was opened with (or the defaults) on first use."""
+    s = session()
+    if s.fleet is None:
+        _open_link()
+    if s.fleet is None:
+        start(DEFAULTS)
+    return s.fleet
+
+
+@exclusive
+def _open_link() -> None:
+    """Once per session: the fleet a link names. Bad parameters keep their defaults and are listed in
+    one warning; a fleet that cannot be built (a budget) falls back to the defaults, saying why."""
+    s = session()
+    if s.fleet_link_opened:
+        return
+    s.fleet_link_opened = True
+    params = st.query_params.to_dict()
+    if params.pop(presenter.QUERY_PARAM, None) in ("1", "true", "on"):
+        s.presenting = True
+    if not params:
+        return
+    scenario, warnings = decode(params, DEFAULTS, default_config())
+    try:
+        run = start(scenario)
+    except ValueError as exc:
+        s.flash("error", f"The link's fleet could not start: {plain(exc)}. The page starts with the default fleet.")
+        return
+    if scenario.event > run.cursor:
+        warnings.append(f"event={scenario.event}: the fleet has {len(run.records)} events; showing the last")
+    if warnings:
+        s.flash("warning", "Parts of this link could not be used, so they kept their defaults:\n\n"
+                + "\n".join(f"- {literal(w)}" for w in warnings))
+
+
+def sync_link(run: FleetRun) -> None:
+    """The address bar follows every event, knob and load change."""
+    params = encode(scenario_of(run), DEFAULTS)
+    if session().presenting:
+        params[presenter.QUERY_PARAM] = "1"
+    if st.query_params.to_dict() != params:
+        st.query_params.from_dict(params)
