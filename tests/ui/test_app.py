@@ -16,8 +16,8 @@ from streamlit.testing.v1 import AppTest
 
 from engine.workload import WorkloadItem, dump_workload
 from lab.charts import budget, queues
-from ui.pages.lab import scrubber_key
 from ui.session import readable_lessons
+from ui.widgets.scrubber import scrubber_key
 from ui.widgets.step_bar import _set_playing
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -54,8 +54,8 @@ def click(app: AppTest, key: str) -> AppTest:
 
 
 def scrubber(app: AppTest):
-    """The time-travel slider: one per length of the history and key press (ui/pages/lab.py scrubber_key)."""
-    return app.select_slider(key=scrubber_key(len(run_of(app).records), session_of(app).keys_applied))
+    """The time-travel slider: one per length of the history and key press (ui/widgets/scrubber.py)."""
+    return app.select_slider(key=scrubber_key("scrubber", len(run_of(app).records), session_of(app).keys_applied))
 
 
 def markdown(app: AppTest) -> str:
@@ -430,4 +430,4 @@ def test_the_pages_icons_need_no_emoji_font():
     import re
 
     icons = re.findall(r'(?:icon|page_icon)="([^"]*)"', Path(APP).read_text(encoding="utf-8"))
-    assert len(icons) == 6 and all(re.fullmatch(r":material/[a-z_]+:", icon) for icon in icons), icons
+    assert len(icons) == 7 and all(re.fullmatch(r":material/[a-z_]+:", icon) for icon in icons), icons

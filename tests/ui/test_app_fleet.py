@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from lab.fleet.link import DEFAULTS, encode, scenario_of
 from tests.ui.test_app import session_of
+from ui.widgets.scrubber import scrubber_key
 
 APPLY = "FormSubmitter:fleet_knobs-Apply: start the fleet again"
 
@@ -52,7 +53,7 @@ def test_it_opens_on_the_default_fleet_before_its_first_event(fleet_page):
 
 
 def test_step_routes_the_first_arrival_and_shows_why(fleet_page):
-    click(fleet_page, "fleet_step")
+    click(fleet_page, "step")
     run = session_of(fleet_page).fleet
     record = run.record
     assert record.kind == "route" and run.cursor == 0
@@ -70,21 +71,22 @@ def test_step_routes_the_first_arrival_and_shows_why(fleet_page):
 
 def test_run_back_and_the_slider_look_at_past_events_without_running_them(fleet_page):
     fleet_page.number_input(key="fleet_run_n").set_value(40)
-    click(fleet_page, "fleet_run")
+    click(fleet_page, "run_steps")
     run = session_of(fleet_page).fleet
     assert run.cursor == 39
-    click(fleet_page, "fleet_back")
+    click(fleet_page, "back")
     assert run.cursor == 38 and len(run.records) == 40
-    fleet_page.slider(key="fleet_event").set_value(10).run()
+    key = scrubber_key("fleet_scrubber", len(run.records), session_of(fleet_page).keys_applied)
+    fleet_page.select_slider(key=key).set_value(10).run()
     assert run.cursor == 10 and len(run.records) == 40
     assert "### Event 10" in texts(fleet_page)
-    click(fleet_page, "fleet_step")
+    click(fleet_page, "step")
     assert run.cursor == 11 and len(run.records) == 40  # forward through what was already run
 
 
 def test_opening_a_replica_shows_its_own_queues_and_block_map_at_that_moment(fleet_page):
     fleet_page.number_input(key="fleet_run_n").set_value(60)
-    click(fleet_page, "fleet_run")
+    click(fleet_page, "run_steps")
     run = session_of(fleet_page).fleet
     replica = next(r.replica for r in reversed(run.records) if r.kind == "step")
     fleet_page.segmented_control(key="fleet_open").set_value(replica).run()
@@ -95,7 +97,7 @@ def test_opening_a_replica_shows_its_own_queues_and_block_map_at_that_moment(fle
 
 
 def test_applying_knobs_starts_the_fleet_again_with_them(fleet_page):
-    click(fleet_page, "fleet_step")
+    click(fleet_page, "step")
     fleet_page.selectbox(key="fleet_router").set_value("round_robin")
     fleet_page.number_input(key="fleet_num_replicas").set_value(3)
     fleet_page.button(key=APPLY).click().run()
@@ -107,7 +109,7 @@ def test_applying_knobs_starts_the_fleet_again_with_them(fleet_page):
 
 def test_a_bad_knob_is_named_and_the_fleet_on_screen_is_kept(fleet_page):
     fleet_page.number_input(key="fleet_run_n").set_value(5)
-    click(fleet_page, "fleet_run")
+    click(fleet_page, "run_steps")
     before = session_of(fleet_page).fleet
     fleet_page.text_input(key="fleet_replica_gpu_blocks").set_value("64,64")
     fleet_page.button(key=APPLY).click().run()
@@ -129,7 +131,7 @@ def test_a_link_reopens_the_same_fleet_at_the_same_event(fleet_page, lab_model, 
     fleet_page.selectbox(key="fleet_router").set_value("llmd")
     fleet_page.button(key=APPLY).click().run()
     fleet_page.number_input(key="fleet_run_n").set_value(30)
-    click(fleet_page, "fleet_run")
+    click(fleet_page, "run_steps")
     run = session_of(fleet_page).fleet
     params = encode(scenario_of(run), DEFAULTS)
     assert dict(fleet_page.query_params) == params  # the address bar holds it

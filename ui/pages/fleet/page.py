@@ -16,6 +16,7 @@ from ui.pages.fleet.state import fleet_run, sync_link
 from ui.pages.fleet.views import views
 from ui.session import exclusive, session
 from ui.widgets import keys, presenter
+from ui.widgets.scrubber import scrubber
 
 PLAY_EVENTS_PER_S = 4.0
 
@@ -39,23 +40,19 @@ def _on_play() -> None:
     s.fleet_playing = not s.fleet_playing and not s.fleet.done
 
 
-def _on_scrub() -> None:
-    s = session()
-    s.fleet_playing = False
-    s.fleet.seek(s.widget("fleet_event"))
-
-
 def step_bar() -> None:
+    """The lab's step bar over fleet events. Step, Back and Run keep the lab's keys, so the page counts
+    their clicks as it counts key presses (ui/widgets/keys.py): fast clicks are never folded together."""
     s = session()
     run, playing = s.fleet, s.fleet_playing
     cols = st.container(key="step_bar").columns([1, 1, 1, 0.7, 1, 1] + [0.9] * s.presenting,
                                                 vertical_alignment="bottom", gap="xsmall")
-    cols[0].button("Back", icon=":material/skip_previous:", key="fleet_back", on_click=_on_back,
+    cols[0].button("Back", icon=":material/skip_previous:", key="back", on_click=_on_back,
                    disabled=run.cursor < 0, width="stretch", help="Show the previous fleet event. Key: ←")
-    cols[1].button("Step", icon=":material/skip_next:", key="fleet_step", on_click=_on_step, args=(1,),
+    cols[1].button("Step", icon=":material/skip_next:", key="step", on_click=_on_step, args=(1,),
                    type="primary", disabled=run.done or playing, width="stretch",
                    help="The next fleet event: an arrival routed, one replica's scheduler step, or a KV copy. Key: →")
-    cols[2].button("Run", icon=":material/fast_forward:", key="fleet_run", on_click=_on_step,
+    cols[2].button("Run", icon=":material/fast_forward:", key="run_steps", on_click=_on_step,
                    disabled=run.done or playing, width="stretch", help="Run the number of events on the right.")
     cols[3].number_input("events", 1, 5000, 25, key="fleet_run_n", label_visibility="collapsed")
     cols[4].button("Pause" if playing else "Play", icon=":material/pause:" if playing else ":material/play_arrow:",
@@ -79,10 +76,8 @@ def _live() -> None:
             st.rerun()
         with s.lock:
             run.step(1)
-    if len(run.records) > 1:
-        s.set_widget("fleet_event", max(run.cursor, 0))
-        st.slider("event", 0, len(run.records) - 1, key="fleet_event", on_change=_on_scrub,
-                  label_visibility="collapsed", format="event %d", help="Look at any event run so far.")
+    scrubber("fleet_scrubber", lambda: len(s.fleet.records), run.cursor, lambda i: s.fleet.seek(i), "event",
+             s.fleet_playing, "Look at any event run so far; nothing is re-run.")
     sync_link(run)
     views(run)
 

@@ -16,38 +16,15 @@ from lab.charts.history import latest_views, oldest_waiting
 from lab.metrics import run_metrics
 from lab.run import History
 from ui.draw import chip, event_line, kind_badge, prose
-from ui.session import exclusive, session
-
-
-def scrubber_key(num_steps: int, keys_applied: int) -> str:
-    """A new slider for each length of the history and each key press applied. A step or a Back
-    taken while a redraw is cut short (fast key presses do it) leaves the page holding the
-    slider's old position, which Streamlit then reports as a move; under one key it took the run
-    back to where it was (four fast ← from step 4 ended at 1 to 3, two runs in six). Now a report
-    from a slider drawn before the latest step or press is known stale and ignored; the slider's
-    own moves keep its key, so it keeps the keyboard focus while you scrub."""
-    return f"scrubber_{num_steps}_{keys_applied}"
-
-
-@exclusive
-def _on_scrub(key: str) -> None:
-    s = session()
-    if key == scrubber_key(len(s.run.records), s.keys_applied):  # else a report from a redraw cut short
-        s.run.seek(s.widget(key))
+from ui.session import session
+from ui.widgets import scrubber as slider
 
 
 def scrubber(run: History) -> None:
     """A slider over recorded history: moving it only changes which step is shown."""
-    if not run.records:
-        return
     s = session()
-    key = scrubber_key(len(run.records), s.keys_applied)
-    s.set_widget(key, run.cursor)
-    st.select_slider(
-        "Step shown", options=list(range(-1, len(run.records))), key=key, args=(key,),
-        format_func=lambda i: "start" if i < 0 else f"step {i}", label_visibility="collapsed",
-        on_change=_on_scrub, disabled=s.playing,
-        help="Time travel: show any past step. Step from a past step branches the run there.")
+    slider.scrubber("scrubber", lambda: len(s.run.records), run.cursor, lambda i: s.run.seek(i), "step", s.playing,
+                    "Time travel: show any past step. Step from a past step branches the run there.")
 
 
 def header(run: History, record: StepRecord) -> None:
