@@ -133,14 +133,13 @@ def _title(title: str, lines: list[tuple[str, str]]) -> str:
 def figure(knob: str, points: list[SweepPoint], current: object = None, panels: tuple = PANELS) -> go.Figure:
     """Small multiples, the knob's values on every x axis in the order they were given; a grey
     band marks `current` (the lab's own value) where it is one of them."""
-    rows = table(knob, points)
-    x = [row[knob] for row in rows]
+    x = [str(p.value) for p in points]
     fig = Subplots(rows=2, cols=2, titles=[_title(title, lines) for title, lines in panels], vertical_spacing=0.16,
                    horizontal_spacing=0.1)
     for i, (_, lines) in enumerate(panels):
         hover = "%{x}<br>%{fullData.name}: %{y:.3g}<extra></extra>"
-        fig.add([go.Scatter(x=x, y=[row[METRICS[m].heading] for row in rows], name=name, mode="lines+markers",
-                            line=dict(color=color, dash=dash), hovertemplate=hover)
+        fig.add([go.Scatter(x=x, y=[METRICS[m].value(p.metrics["aggregate"]) for p in points], name=name,
+                            mode="lines+markers", line=dict(color=color, dash=dash), hovertemplate=hover)
                  for (name, m), color, dash in zip(lines, LINE_COLORS, LINE_DASHES, strict=False)],
                 row=i // 2 + 1, col=i % 2 + 1)
     fig.axes(x=dict(type="category", range=[-0.5, len(x) - 0.5]), y=dict(rangemode="tozero"))

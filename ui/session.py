@@ -108,6 +108,8 @@ class Session:
     fleet: FleetRun | None = None  # the Fleet page's run (ui/pages/fleet/)
     fleet_link_opened: bool = False
     fleet_playing: bool = False
+    fleet_ab: list[dict] | None = None  # the Fleet page's last A/B and sweep results
+    fleet_sweep: dict | None = None
     messages: list[tuple[str, str]] = field(default_factory=list)  # (kind, text) for the next draw
     # Streamlit can start a click's callback while the previous click's script run is still
     # going (fast key presses in presenter mode do it every time), and two threads stepping one

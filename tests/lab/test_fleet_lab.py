@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import EngineConfig
+from engine import EngineConfig, load_model
 from engine.fleet.config import FLEET_KNOBS, ROUTERS, FleetConfig
 from engine.fleet.metrics import fleet_metrics
 from engine.knobs import KNOB
@@ -230,3 +230,37 @@ def test_the_scenario_of_a_run_reproduces_it(lab_model):
     again = FleetRun(EngineConfig(model=lab_model).with_changes(**back.engine), back.fleet, back.load)
     again.step(back.event + 1)
     assert [r.to_dict()["replicas"] for r in again.records] == [r.to_dict()["replicas"] for r in run.records]
+
+
+# ---- A/B and sweeps ----------------------------------------------------------------------------
+
+def test_ab_runs_each_fleet_to_the_end_on_the_same_requests(lab_model):
+    from lab.fleet.compare import compare, row, run_to_end
+
+    config = EngineConfig(model=lab_model, enable_prefix_caching=True, slo_ttft_ms=1000.0, slo_tpot_ms=100.0)
+    a, b = FleetConfig(num_replicas=2), FleetConfig(num_replicas=2, router="round_robin")
+    rows = compare(config, a, b, LOAD, load_model)
+    assert [(r["fleet"], r["router"]) for r in rows] == [("A", "dynamo"), ("B", "round_robin")]
+    for r, fleet in zip(rows, (a, b), strict=True):
+        aggregate, finished = run_to_end(config, fleet, LOAD, load_model)  # again, on its own
+        assert r["finished"] and finished
+        assert {k: v for k, v in r.items() if k in row(aggregate)} == row(aggregate)
+        assert aggregate["num_requests_finished"] == len(LOAD.requests(load_model(lab_model).vocab_size))
+
+
+def test_a_sweep_runs_one_fleet_per_value_and_names_a_bad_value(lab_model):
+    from lab.fleet.compare import parse_values, sweep, sweep_rows
+
+    fleet = FleetConfig(num_replicas=2)
+    assert parse_values("num_replicas", "1, 3, 3", fleet) == [1, 3]
+    for knob, text, named in (("num_replicas", "0", "num_replicas = '0'"), ("rate", "500", "rate = '500'"),
+                              ("router", "llmd", "can vary"), ("num_prefill_replicas", "2", "at least one decode")):
+        with pytest.raises(ValueError, match=named):
+            parse_values(knob, text, fleet)
+    config = EngineConfig(model=lab_model, enable_prefix_caching=True)
+    points = sweep(config, fleet, LOAD, "rate", [2.0, 6.0], load_model)
+    rows = sweep_rows("rate", points)
+    assert [r["rate"] for r in rows] == ["2.0", "6.0"] and all(r["finished"] for r in rows)
+    served = [p.metrics["aggregate"]["num_requests_finished"] for p in points]
+    vocab = load_model(lab_model).vocab_size
+    assert served == [len(dataclasses.replace(LOAD, rate=r).requests(vocab)) for r in (2.0, 6.0)] == [8, 24]

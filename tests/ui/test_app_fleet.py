@@ -157,3 +157,35 @@ def test_presenter_mode_from_a_link_hides_the_knobs(lab_model, monkeypatch):
     assert session_of(app).presenting and session_of(app).fleet.cursor == 3
     assert not app.sidebar.button and app.button(key="exit_presenter")
     assert app.query_params["present"] == "1"
+
+
+def test_ab_compares_the_fleet_on_screen_with_another_router(fleet_page):
+    from engine import load_model
+    from lab.fleet.compare import row, run_to_end
+    from lab.fleet.run import FleetLoad
+
+    fleet_page.number_input(key="fleet_load_duration_s").set_value(3.0)
+    fleet_page.button(key=APPLY).click().run()
+    fleet_page.selectbox(key="fleet_ab_router").set_value("round_robin")
+    click(fleet_page, "fleet_ab_run")
+    (table,) = [d.value for d in fleet_page.dataframe if "fleet" in d.value.columns]
+    assert list(table["router"]) == ["dynamo", "round_robin"]
+    run = session_of(fleet_page).fleet
+    assert run.load == FleetLoad(duration_s=3.0)
+    a, _ = run_to_end(run.config, run.fleet, run.load, load_model)
+    assert table.iloc[0]["goodput (requests/s)"] == row(a)["goodput (requests/s)"]
+
+
+def test_a_sweep_draws_one_point_per_value_and_a_bad_value_is_named(fleet_page):
+    fleet_page.number_input(key="fleet_load_duration_s").set_value(2.0)
+    fleet_page.button(key=APPLY).click().run()
+    fleet_page.selectbox(key="fleet_sweep_knob").set_value("num_replicas").run()
+    assert fleet_page.text_input(key="fleet_sweep_values").value == "1, 2, 4, 8"
+    fleet_page.text_input(key="fleet_sweep_values").set_value("1, 0")
+    click(fleet_page, "fleet_sweep_run")
+    assert "num_replicas = '0' cannot be run" in fleet_page.error[0].value
+    fleet_page.text_input(key="fleet_sweep_values").set_value("1, 2")
+    click(fleet_page, "fleet_sweep_run")
+    spec = figure(fleet_page, "fleet_sweep")
+    assert [trace["x"] for trace in spec["data"]][0] == ["1", "2"]
+    assert len([d for d in fleet_page.dataframe if "num_replicas" in d.value.columns][0].value) == 2

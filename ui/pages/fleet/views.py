@@ -13,6 +13,7 @@ from lab.charts.fleet import replica_label, replicas_figure, timeline_figure
 from lab.fleet.run import FleetRun
 from lab.fleet.views import decision_rows, describe
 from ui.draw import chart, event_line
+from ui.pages.fleet.studies import studies
 from ui.session import session
 
 RECENT_EVENTS = 12  # the event list under the views: the events just before the one on screen
@@ -100,20 +101,24 @@ def metrics(run: FleetRun) -> None:
 
 
 def views(run: FleetRun) -> None:
+    """The event on screen, then (off the projector) the metrics so far and the A/B and sweep tools."""
     record = run.record
     if record is None:
         st.info(f"{run.num_requests:,} requests will arrive ({run.load.label()}). **Step** routes the first: "
                 "each event is an arrival routed, one replica's scheduler step, or a KV copy between replicas.")
+    else:
+        header(run, record)
+        chart(replicas_figure(record), "fleet_replicas")
+        left, right = st.columns([1, 1], gap="medium")
+        with left:
+            decision(record)
+        with right:
+            recent_events(run)
+        replica_view(run, record)
+        st.markdown("##### Where each request ran")
+        chart(timeline_figure(run.records[: run.cursor + 1]), "fleet_timeline")
+    if session().presenting:
         return
-    header(run, record)
-    chart(replicas_figure(record), "fleet_replicas")
-    left, right = st.columns([1, 1], gap="medium")
-    with left:
-        decision(record)
-    with right:
-        recent_events(run)
-    replica_view(run, record)
-    st.markdown("##### Where each request ran")
-    chart(timeline_figure(run.records[: run.cursor + 1]), "fleet_timeline")
-    if not session().presenting:
+    if record is not None:
         metrics(run)
+    studies(run)
