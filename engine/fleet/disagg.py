@@ -133,6 +133,8 @@ class Disaggregation:
         if stop:  # its first token ended it: nothing to decode
             req.finish_reason = FinishReason.STOP if token in params.stop_token_ids else FinishReason.EOS
             prefill.release(h.request_id)
+            decode_pool = self.fleet.pools[1]  # it was counted on its decode replica from its arrival
+            decode_pool.router.forget(h.decode_replica - decode_pool.first, h.request_id)
             del self.handoffs[h.request_id]
             self.fleet.placement[h.request_id] = h.prefill_replica
             return

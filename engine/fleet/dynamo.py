@@ -113,8 +113,10 @@ class DynamoRouter(Router):
         for chunk in record.batch:
             if chunk.new_token_id is not None and chunk.request_id in active:
                 active[chunk.request_id].prefill_tokens = 0  # its prefill is done
-        for event in record.events:
-            if event.kind in ("finished", "rejected") and event.request_id in active:
-                gone = active.pop(event.request_id)
-                self.blocks[replica].subtract(gone.hashes)
-                self.blocks[replica] += Counter()  # drop the blocks no request in flight holds
+
+    def forget(self, replica: int, request_id: str) -> None:
+        super().forget(replica, request_id)
+        gone = self.active[replica].pop(request_id, None)
+        if gone is not None:
+            self.blocks[replica].subtract(gone.hashes)
+            self.blocks[replica] += Counter()  # drop the blocks no request in flight holds

@@ -81,7 +81,14 @@ class Router:
 
     def observe(self, replica: int, record: StepRecord) -> None:
         """A replica finished a step: the requests it finished (or refused) are no longer in flight."""
-        self.in_flight[replica] -= sum(e.kind in ("finished", "rejected") for e in record.events)
+        for event in record.events:
+            if event.kind in ("finished", "rejected"):
+                self.forget(replica, event.request_id)
+
+    def forget(self, replica: int, request_id: str) -> None:
+        """A request sent to `replica` is gone: finished there, or (disaggregated) ended by the first token its
+        prefill replica sampled, so it never reached the decode replica it was counted on."""
+        self.in_flight[replica] -= 1
 
 
 class RoundRobin(Router):

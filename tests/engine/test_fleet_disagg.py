@@ -147,3 +147,19 @@ def test_the_same_seed_gives_the_same_disaggregated_run(tiny_llama):
 def test_bad_disaggregation_knobs_are_named(knobs, message):
     with pytest.raises(ValueError, match=message):
         FleetConfig(**knobs)
+
+
+@pytest.mark.parametrize("router", ["round_robin", "dynamo", "llmd"])
+def test_a_request_its_first_token_ends_leaves_no_count_behind_on_its_decode_replica(tiny_llama, reference, router):
+    """The decode router counts a disaggregated request from its arrival; when the token its prefill samples
+    stops it, it never reaches the decode replica, whose router must still hear that it is gone."""
+    first = expected_output(reference(tuple(PROMPTS[2])), 1, True, 256)[0]
+    fleet = pd_fleet(tiny_llama, prefill=1, decode=2, router=router)
+    rid = fleet.add_request(PROMPTS[2], SamplingParams(max_tokens=6, ignore_eos=True, stop_token_ids=[first]))
+    fleet.add_request(PROMPTS[1], SamplingParams(max_tokens=4, ignore_eos=True), arrival_ms=1.0)
+    fleet.run()
+    assert fleet.replicas[fleet.placement[rid]].requests[rid].output_token_ids == [first]
+    assert rid not in fleet.disagg.handoffs
+    for pool in fleet.pools:
+        assert pool.router.in_flight == [0] * len(pool.engines), (pool.role, pool.router.in_flight)
+        assert not any(getattr(pool.router, "active", [{}])), pool.role
