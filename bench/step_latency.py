@@ -11,6 +11,11 @@ the two kinds of time travel:
 * branching: stepping from a past step, which rebuilds the engine by replaying the
   run's script up to it (N steps re-executed), then takes the new step.
 
+The Fleet page's click is timed the same way, beside them: a 4-replica fleet (the page's
+default) stepped one event at a time, each event followed by the page's figures (the
+replica strips, the fleet timeline, the decision table, and the last-stepped replica
+opened: its queues and block map), as a ratio to the lessons' median page p50.
+
 The whole click, as a person meets it in Chromium, is bench/click_latency.py.
 
     python -m bench.step_latency            # every lesson, to the end of its run
@@ -27,7 +32,7 @@ from pathlib import Path
 import plotly.io as pio
 
 from bench.common import median, parse, parser, percentile, print_table, write_results
-from engine import DEFAULT_MODEL, ModelLoadError, load_model
+from engine import DEFAULT_MODEL, EngineConfig, ModelLoadError, load_model
 
 TARGETS_MS = {"p50": 100.0, "p95": 250.0}
 # What ui/pages/lab/views.py draws on a Step click: the three live views and the open history tab
@@ -104,6 +109,39 @@ def bench_lesson(lesson, model: str, max_steps: int, scrubs: int, depths: list[i
             "scrub_ms": summary(scrub_ms) if scrub_ms else None, "branch": branches}
 
 
+def fleet_figures(run, serialize: bool) -> None:
+    """What the Fleet page draws for the event on screen, with the last-stepped replica opened."""
+    from lab.charts import blocks, queues
+    from lab.charts.fleet import replicas_figure, timeline_figure
+    from lab.fleet.views import decision_rows
+
+    record = run.record
+    replica = next((r.replica for r in reversed(run.records) if r.kind == "step"), None)
+    figs = [replicas_figure(record), timeline_figure(run.records)]
+    if replica is not None:
+        steps = run.replica_steps(replica)
+        figs += [queues.figure(steps), blocks.figure(steps[-1], steps[-2] if len(steps) > 1 else None)]
+    if record.decision is not None:
+        decision_rows(record.decision)
+    for fig in figs if serialize else ():
+        pio.to_json(fig, validate=False)
+
+
+def bench_fleet(model: str, max_events: int, serialize: bool) -> dict:
+    """The Fleet page's Step click: one fleet event, then the figures the page draws for it."""
+    from lab.fleet.link import DEFAULTS
+    from lab.fleet.run import FleetRun
+
+    run = FleetRun(EngineConfig(model=model, **DEFAULTS.engine), DEFAULTS.fleet, DEFAULTS.load)
+    step_ms, page = [], []
+    while not run.done and len(run.records) < max_events:
+        t_step = ms(lambda: run.step(1))
+        step_ms.append(t_step)
+        page.append(t_step + ms(lambda: fleet_figures(run, serialize)))
+    return {"replicas": DEFAULTS.fleet.num_replicas, "router": DEFAULTS.fleet.router, "events": len(run.records),
+            "step_ms": summary(step_ms), "page_ms": summary(page)}
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = parser(__doc__.split("\n\n")[0])
     p.add_argument("--model", default=DEFAULT_MODEL, help="the model folder (default: the lessons' model)")
@@ -146,8 +184,15 @@ def main(argv: list[str] | None = None) -> dict:
     for view, w in worst.items():
         print(f"\nworst lesson, step + {view.replace('_', ' ')}: p50 {w['p50']:.1f} ms "
               f"(target <= {TARGETS_MS['p50']:.0f}), p95 {w['p95']:.1f} ms (target <= {TARGETS_MS['p95']:.0f})")
+    fleet = bench_fleet(args.model, 40 if args.quick else 2_000, not args.no_json)
+    baseline = median([r["page_ms"]["p50"] for r in results])
+    fleet["page_p50_vs_lessons"] = fleet["page_ms"]["p50"] / baseline
+    print_table(f"One Step click on the Fleet page ({fleet['replicas']} replicas, {fleet['router']}), ms",
+                ["events", "event p50", "page p50", "page p95", "page p50 / lessons' median page p50"],
+                [[fleet["events"], fleet["step_ms"]["p50"], fleet["page_ms"]["p50"], fleet["page_ms"]["p95"],
+                  fleet["page_p50_vs_lessons"]]])
     data = {"quick": args.quick, "model": args.model, "serialize_json": not args.no_json, "targets_ms": TARGETS_MS,
-            "page_figures": PAGE, "worst": worst,
+            "page_figures": PAGE, "worst": worst, "fleet": fleet,
             "meets_targets": {view: {k: w[k] <= TARGETS_MS[k] for k in TARGETS_MS} for view, w in worst.items()},
             "lessons": results}
     write_results(args.out, "step_latency", data)

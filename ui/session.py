@@ -110,6 +110,8 @@ class Session:
     fleet_playing: bool = False
     fleet_ab: list[dict] | None = None  # the Fleet page's last A/B and sweep results
     fleet_sweep: dict | None = None
+    fleet_lesson: str | None = None  # the fleet lesson open on the Fleet page, and its graded answers
+    fleet_grades: dict = field(default_factory=dict)
     messages: list[tuple[str, str]] = field(default_factory=list)  # (kind, text) for the next draw
     # Streamlit can start a click's callback while the previous click's script run is still
     # going (fast key presses in presenter mode do it every time), and two threads stepping one

@@ -158,14 +158,16 @@ def evaluate(expression: str, view: RunView) -> Any:
         tree = ast.parse(expression, mode="eval")
     except SyntaxError as exc:
         raise ClaimError(f"{expression!r} is not an expression: {exc.msg}") from None
-    return _Walker(view.names).visit(tree.body)
+    return _Walker(view.names, getattr(view, "readers", ())).visit(tree.body)
 
 
 class _Walker:
-    """Evaluates the few node kinds a claim needs; any other node is refused by name."""
+    """Evaluates the few node kinds a claim needs; any other node is refused by name. `readers` are the
+    view's own functions a claim may call (a fleet lesson's view has others than RunView's)."""
 
-    def __init__(self, names: dict[str, Any]):
+    def __init__(self, names: dict[str, Any], readers: tuple[Callable, ...] = ()):
         self.scopes = [names]
+        self.readers = readers
 
     def visit(self, node: ast.AST) -> Any:
         method = getattr(self, f"_{type(node).__name__}", None)
@@ -197,7 +199,7 @@ class _Walker:
         func = self.visit(node.func)
         reads_a_value = type(getattr(func, "__self__", None)) in (dict, list, tuple, str) and \
             func.__name__ in _READ_ONLY_METHODS
-        if getattr(func, "__func__", func) not in _CALLABLE and not reads_a_value:
+        if getattr(func, "__func__", func) not in (*_CALLABLE, *self.readers) and not reads_a_value:
             raise ClaimError(f"a claim may call only its run's readers, {', '.join(SAFE_FUNCTIONS)} and the "
                              f"read-only {', '.join(sorted(_READ_ONLY_METHODS))}")
         return func(*(self.visit(a) for a in node.args), **{k.arg: self.visit(k.value) for k in node.keywords})

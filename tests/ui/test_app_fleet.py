@@ -189,3 +189,40 @@ def test_a_sweep_draws_one_point_per_value_and_a_bad_value_is_named(fleet_page):
     spec = figure(fleet_page, "fleet_sweep")
     assert [trace["x"] for trace in spec["data"]][0] == ["1", "2"]
     assert len([d for d in fleet_page.dataframe if "num_replicas" in d.value.columns][0].value) == 2
+
+
+LESSON = "13_where_a_request_lands"
+
+
+def test_a_fleet_lesson_holds_step_at_its_question_and_grades_the_answer_from_the_event(fleet_page):
+    from lab.fleet.lessons import load_fleet_lessons
+
+    lesson = next(lesson for lesson in load_fleet_lessons() if lesson.id == LESSON)
+    first = lesson.checkpoints[0]
+    fleet_page.selectbox(key="fleet_lesson_box").set_value(LESSON).run()
+    run = session_of(fleet_page).fleet
+    assert run.fleet == lesson.scenario.fleet and run.cursor == -1
+    assert f"#### {lesson.number}. {lesson.title}" in texts(fleet_page)
+    fleet_page.number_input(key="fleet_run_n").set_value(500)
+    click(fleet_page, "run_steps")
+    assert run.cursor == first.at_event - 1  # held before the event the question is about
+    click(fleet_page, "step")
+    assert run.cursor == first.at_event - 1 and "answer it beside the views first" in fleet_page.info[0].value
+    assert len(run.records) == first.at_event  # the event the question is about has not run
+    wrong = next(o for o in first.options if o != "2")
+    fleet_page.radio(key=f"fleet_answer_{first.id}").set_value(wrong).run()
+    click(fleet_page, "fleet_check")
+    assert run.cursor == first.at_event
+    grade = session_of(fleet_page).fleet_grades[first.id]
+    assert grade.right_answer == first.answer_from(run.record) and not grade.correct
+    assert f"you said {wrong}" in fleet_page.warning[0].value
+    click(fleet_page, "run_steps")  # on to the next question
+    assert run.cursor == lesson.checkpoints[1].at_event - 1
+
+
+def test_changing_the_fleets_knobs_closes_its_lesson(fleet_page):
+    fleet_page.selectbox(key="fleet_lesson_box").set_value(LESSON).run()
+    fleet_page.selectbox(key="fleet_router").set_value("llmd")
+    fleet_page.button(key=APPLY).click().run()
+    assert session_of(fleet_page).fleet_lesson is None
+    assert "Where a request lands" not in texts(fleet_page)

@@ -18,6 +18,7 @@ from lab.fleet.link import DEFAULTS, ENGINE_KNOBS, FleetScenario
 from lab.fleet.run import LOADS, MAX_DURATION_S, FleetLoad
 from lab.run import default_config
 from ui.draw import plain
+from ui.pages.fleet import lesson
 from ui.pages.fleet.state import start
 from ui.session import exclusive, session
 from ui.widgets import presenter
@@ -88,6 +89,7 @@ def sidebar(scenario: FleetScenario) -> None:
     _show(scenario)
     with st.sidebar:
         st.markdown("### :material/hub: A fleet of engines")
+        lesson.chooser()
         with st.form("fleet_knobs", border=False):
             st.header("Load", divider="gray")
             st.selectbox("trace", LOADS, key=_key("load_trace"), help="mooncake-conv / mooncake-synth: windows of "

@@ -11,7 +11,7 @@ import streamlit as st
 
 from lab.fleet.link import scenario_of
 from ui.draw import CSS, flashes
-from ui.pages.fleet import knobs
+from ui.pages.fleet import knobs, lesson
 from ui.pages.fleet.state import fleet_run, sync_link
 from ui.pages.fleet.views import views
 from ui.session import exclusive, session
@@ -24,8 +24,13 @@ PLAY_EVENTS_PER_S = 4.0
 @exclusive
 def _on_step(n: int | None = None) -> None:
     s = session()
-    if not s.fleet.done:
-        s.fleet.step(n or s.widget("fleet_run_n"))
+    if s.fleet.done:
+        return
+    allowed = lesson.hold(s.fleet, n or s.widget("fleet_run_n"))
+    if allowed:
+        s.fleet.step(allowed)
+    else:
+        s.flash("info", "The lesson asks a question about the next event: answer it beside the views first.")
 
 
 @exclusive
@@ -71,7 +76,7 @@ def _live() -> None:
     s = session()
     run = s.fleet
     if s.fleet_playing:
-        if run.done:
+        if run.done or not lesson.hold(run, 1):
             s.fleet_playing = False
             st.rerun()
         with s.lock:
@@ -79,7 +84,15 @@ def _live() -> None:
     scrubber("fleet_scrubber", lambda: len(s.fleet.records), run.cursor, lambda i: s.fleet.seek(i), "event",
              s.fleet_playing, "Look at any event run so far; nothing is re-run.")
     sync_link(run)
-    views(run)
+    open_lesson = lesson.open_lesson()
+    if open_lesson is None:
+        views(run)
+        return
+    main, side = st.columns([0.66, 0.34], gap="medium")
+    with main:
+        views(run)
+    with side:
+        lesson.panel(open_lesson, run)
 
 
 def page() -> None:

@@ -22,6 +22,7 @@ def start(scenario: FleetScenario) -> FleetRun:
         run.step(min(scenario.event, FLEET_EVENTS - 1) + 1)
     s = session()
     s.fleet, s.fleet_playing = run, False
+    s.fleet_lesson, s.fleet_grades = None, {}  # a lesson's questions are about its own fleet
     return run
 
 
