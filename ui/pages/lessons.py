@@ -26,7 +26,8 @@ def catalogue(lab: st.Page) -> None:
         st.markdown("**The learning path.** Lessons 1 to 8 teach the loop's rules in engine steps; 9 to 12 price "
                     "them on a GPU and put them under real load. Each card says what it builds on and about how "
                     "long it takes. Your answers are kept for this browser session, and the lab's link remembers which "
-                    "lessons you finished (`done=`), so opening it again later shows your path.")
+                    "lessons you finished (`done=`), so opening it again later shows your path. Lessons on a fleet of "
+                    "engines behind a router (from 13) open on the **A fleet of engines** page, from its sidebar.")
         try:
             lessons = all_lessons()
         except LessonError as exc:

@@ -96,19 +96,19 @@ def _question(checkpoint: FleetCheckpoint) -> None:
 
 
 def panel(lesson: FleetLesson, run: FleetRun) -> None:
-    """The lesson's text, then its questions: those answered with their grades, the next one asked
-    when its event is next."""
+    """The question now asked (on top, where Step stopped for it), the answers graded so far, then the
+    lesson's text."""
     st.markdown(f"#### {lesson.number}. {lesson.title}")
-    for section in lesson.sections:
-        if section.title:
-            st.markdown(f"##### {section.title}")
-        prose(section.body)
-    for checkpoint in lesson.checkpoints:
-        grade = session().fleet_grades.get(checkpoint.id)
-        if grade is not None:
-            (st.success if grade.correct else st.warning)(grade.explanation)
     asked = pending(lesson, run)
     if asked is not None and asked.at_event == run.cursor + 1:
         _question(asked)
     elif asked is not None:
         st.caption(f"Step on: a question comes before event {asked.at_event}.")
+    for checkpoint in reversed(lesson.checkpoints):  # the latest answer first
+        grade = session().fleet_grades.get(checkpoint.id)
+        if grade is not None:
+            (st.success if grade.correct else st.warning)(grade.explanation)
+    for section in lesson.sections:
+        if section.title:
+            st.markdown(f"##### {section.title}")
+        prose(section.body)

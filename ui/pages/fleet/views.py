@@ -91,7 +91,7 @@ def metrics(run: FleetRun) -> None:
         value = (agg.get(name) or {}).get(q)
         return "–" if value is None else f"{value:,.0f} ms"
     cols = st.columns(5)
-    cols[0].metric("finished", f"{agg['num_requests_finished']:,} / {len(run.live.placement):,}")
+    cols[0].metric("finished of routed", f"{agg['num_requests_finished']:,} of {len(run.live.placement):,}")
     cols[1].metric("TTFT p50", p("ttft_ms"))
     cols[2].metric("TTFT p90", p("ttft_ms", "p90"))
     cols[3].metric("ITL p90", p("itl_ms", "p90"))
