@@ -95,9 +95,11 @@ class Disaggregation:
         decode = f.replicas[decision.replica]
         cached = cached_prefix_pages(decode, arrival.page_hashes) * f.config.block_size
         apart, why = decide(f.fleet, len(arrival.token_ids), min(cached, len(arrival.token_ids)), scale)
-        if not apart or params.max_tokens == 1:
+        if apart and params.max_tokens == 1:
+            apart, why = False, "its one output token is its prefill's: there is nothing to decode apart"
+        if not apart:
             f.place(decode_pool, decision, arrival, params, scale, now)
-            return FleetRecord(index, now, "route", decision.replica, decision=decision)
+            return FleetRecord(index, now, "route", decision.replica, decision=decision, placed=why)
         prefill = prefill_pool.route(arrival)
         first = dataclasses.replace(params, max_tokens=1)
         f.place(prefill_pool, prefill, arrival, first, scale, now, hold_kv=True)
@@ -105,7 +107,7 @@ class Disaggregation:
         f.placement[arrival.request_id] = decision.replica
         self.handoffs[arrival.request_id] = Handoff(arrival.request_id, prefill.replica, decision.replica, why)
         self.params[arrival.request_id] = params
-        return FleetRecord(index, now, "route", decision.replica, decision=decision, prefill=prefill)
+        return FleetRecord(index, now, "route", decision.replica, decision=decision, prefill=prefill, placed=why)
 
     # ---- a replica's step ---------------------------------------------------------------------
 

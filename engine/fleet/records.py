@@ -87,11 +87,12 @@ class FleetRecord:
     step: StepRecord | None = None
     prefill: RoutingDecision | None = None  # where a disaggregated request is prefilled
     handoff: Handoff | None = None
+    placed: str = ""  # a disaggregated fleet's arrival: why the decider sent it apart or kept it on its decode replica
     replicas: list[ReplicaState] = field(default_factory=list)  # every replica after the event
 
     def to_dict(self) -> dict:
         out = {"index": self.index, "clock_ms": self.clock_ms, "kind": self.kind, "replica": self.replica,
-               "replicas": [dataclasses.asdict(r) for r in self.replicas]}
+               "placed": self.placed, "replicas": [dataclasses.asdict(r) for r in self.replicas]}
         if self.decision is not None:
             out["decision"] = dataclasses.asdict(self.decision)
         if self.step is not None:

@@ -66,7 +66,7 @@ def describe(record: FleetRecord) -> str:
         d = record.decision
         where = f": prefill on replica {record.prefill.replica}, decode on replica {d.replica}" if record.prefill \
             else f" to replica {d.replica}"
-        return f"{d.request_id} arrives {at} and is routed{where}"
+        return f"{d.request_id} arrives {at} and is routed{where}" + (f" ({record.placed})" if record.placed else "")
     if record.kind == "step":
         s = record.step
         tokens = sum(c.num_tokens for c in s.batch)
@@ -80,5 +80,6 @@ def describe(record: FleetRecord) -> str:
                f"{h.transfer_end_ms - h.transfer_start_ms:,.2f} ms on the link"
     if h.transfer_start_ms is None:
         return f"{h.request_id}'s KV cache waits {at}: replica {h.decode_replica} has no free pages for it yet"
-    return f"{h.request_id}'s KV cache ({h.tokens} tokens, {h.bytes / 2**20:,.1f} MiB) goes from replica " \
-           f"{h.prefill_replica} to replica {h.decode_replica}, on the link from {h.transfer_start_ms:,.1f} ms"
+    return f"{h.request_id}'s KV cache ({h.tokens} tokens; {h.bytes / 2**20:,.1f} MiB at the trace's full length) " \
+           f"goes from replica {h.prefill_replica} to replica {h.decode_replica}, on the link from " \
+           f"{h.transfer_start_ms:,.1f} ms"

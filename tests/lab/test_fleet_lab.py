@@ -131,6 +131,12 @@ def test_disaggregated_events_say_where_the_kv_went(lab_model):
     run.step(FLEET_EVENTS)
     arrived = [r for r in run.records if r.kind == "kv_arrived"]
     assert arrived
+    handoffs = {r.handoff.request_id: r.handoff for r in arrived}
+    for record in (r for r in run.records if r.kind == "route"):  # each arrival says why it went apart or not
+        rid = record.decision.request_id
+        assert record.placed and f"({record.placed})" in describe(record)
+        if rid in handoffs:
+            assert record.prefill is not None and record.placed == handoffs[rid].decided
     for record in arrived:
         h = record.handoff
         assert f"arrives on replica {h.decode_replica}" in describe(record)
