@@ -18,6 +18,7 @@ from typing import Any
 
 from engine import load_model
 from engine.fleet.config import FleetConfig
+from engine.fleet.links import KV_LINKS, LINK_FRACTION
 from engine.fleet.records import FleetRecord
 from lab.budgets import FLEET_EVENTS
 from lab.fleet.compare import run_to_end
@@ -39,6 +40,12 @@ def _decision(record: FleetRecord, request: str):
     return record
 
 
+def _arrived(record: FleetRecord, request: str):
+    if record.kind != "kv_arrived" or record.handoff.request_id != request:
+        raise ValueError(f"event {record.index} is not the arrival of {request}'s KV cache")
+    return record.handoff
+
+
 # rule kind -> (answer kind: 'choice' or 'number', its words, how it reads the asked event's record)
 RULES: dict[str, tuple[str, str, Callable[[FleetRecord, str], Any]]] = {
     "routed_replica": ("choice", "the replica {request} is sent to (to decode, when disaggregated)",
@@ -47,6 +54,8 @@ RULES: dict[str, tuple[str, str, Callable[[FleetRecord, str], Any]]] = {
                       lambda rec, rid: _decision(rec, rid).decision.candidates[
                           [c.replica for c in rec.decision.candidates].index(rec.decision.replica)
                       ].inputs["cached_blocks"]),
+    "link_ms": ("number", "the time {request}'s KV cache spends on the link, in modeled ms",
+                lambda rec, rid: _arrived(rec, rid).transfer_end_ms - rec.handoff.transfer_start_ms),
     "disaggregated": ("choice", "whether {request} is prefilled on a prefill replica ('yes') or where it decodes",
                       lambda rec, rid: "yes" if _decision(rec, rid).prefill is not None else "no"),
 }
@@ -88,9 +97,10 @@ class FleetCheckpoint:
             correct = str(given) == right
         shown = f"{given:g}" if isinstance(given, float) else given
         verdict = "Right" if correct else f"Not quite: you said {shown}"
-        why = record.decision.why if record.decision is not None else ""
-        lines = [f"{verdict}. The fleet's answer: {right}.",
-                 f"Rule: {RULES[self.kind][1].format(request=self.request)}.", f"The router: {why}", self.explain]
+        router = f"The router: {record.decision.why}" if record.decision is not None else ""
+        shown_right = f"{right:,.3g}" if isinstance(right, float) else right
+        lines = [f"{verdict}. The fleet's answer: {shown_right}.",
+                 f"Rule: {RULES[self.kind][1].format(request=self.request)}.", router, record.placed, self.explain]
         return Grade(correct, right, "\n\n".join(line for line in lines if line))
 
 
@@ -116,7 +126,8 @@ class FleetLesson:
     def unbacked(self) -> dict[str, list[str]]:
         """The numbers and request ids in its prose that no claim backs, by the piece they are in."""
         fragments = [c.says for c in self.claims]
-        asked = {t: [c.request] for c in self.checkpoints for t in (c.question, c.explain)}  # a question names its own
+        # A question names its own request, and says how close a number must be.
+        asked = {t: [c.request, f"within {c.tolerance:.0%}"] for c in self.checkpoints for t in (c.question, c.explain)}
         found = {piece: unbacked(piece, fragments + asked.get(piece, [])) for piece in self.texts()}
         return {piece: tokens for piece, tokens in found.items() if tokens}
 
@@ -179,19 +190,20 @@ class FleetView:
         """The event that routed `request`."""
         return next(r for r in self.run.records if r.kind == "route" and r.decision.request_id == request)
 
-    def with_router(self, router: str) -> dict:
-        """The aggregate metrics of the same fleet and load under another router, run to the end."""
-        fleet = dataclasses.replace(self.run.fleet, router=router)
+    def with_knobs(self, **changes) -> dict:
+        """The aggregate metrics of the same load on the fleet with these fleet knobs changed, run to the end."""
+        fleet = dataclasses.replace(self.run.fleet, **changes)
         return run_to_end(self.run.config, fleet, self.run.load, load_model)[0]
 
     @property
     def names(self) -> dict[str, Any]:
-        return {"event": self.event, "route": self.route, "with_router": self.with_router,
+        return {"event": self.event, "route": self.route, "with_knobs": self.with_knobs,
                 "records": self.run.records, "journeys": journeys(self.run.records), "metrics": self.run.metrics(),
                 "fleet": self.run.fleet, "config": self.run.config, "load": self.run.load, "lesson": self.lesson,
+                "kv_links": KV_LINKS, "link_fraction": LINK_FRACTION,
                 **SAFE_FUNCTIONS}
 
-    readers = (event, route, with_router)  # the functions a claim may call, besides the safe ones
+    readers = (event, route, with_knobs)  # the functions a claim may call, besides the safe ones
 
 
 def claim_values(lesson: FleetLesson, run: FleetRun) -> list[tuple[Claim, Any]]:

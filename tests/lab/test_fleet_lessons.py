@@ -51,7 +51,7 @@ def test_each_question_reads_its_answer_from_the_event_it_is_about(lesson_run):
         if checkpoint.answer_kind == "choice":
             assert answer in checkpoint.options, checkpoint.id
         assert checkpoint.grade(record, answer).correct
-        wrong = next(o for o in checkpoint.options if o != answer) if checkpoint.options else answer + 1
+        wrong = next(o for o in checkpoint.options if o != answer) if checkpoint.options else answer * 2
         assert not checkpoint.grade(record, wrong).correct
         with pytest.raises(ValueError, match="not event"):
             checkpoint.answer_from(run.records[checkpoint.at_event + 1])
