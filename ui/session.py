@@ -25,6 +25,7 @@ from engine import EngineConfig, LoadedModel, load_model
 from engine.workload import WorkloadSource
 from lab.budgets import check_offered
 from lab.compare import ABRun
+from lab.fleet.lessons import FleetLesson, load_fleet_lessons
 from lab.fleet.run import FleetRun
 from lab.lessons import Lesson, LessonError, LessonProgress, load_lessons
 from lab.recording import Recording
@@ -51,6 +52,12 @@ def cached_load(name: str, device: str, dtype: str) -> LoadedModel:
 def lessons() -> dict[str, Lesson]:
     """Lesson id -> Lesson, in order; raises LessonError naming the bad file and field."""
     return {lesson.id: lesson for lesson in load_lessons()}
+
+
+@st.cache_resource(show_spinner=False)
+def fleet_lessons() -> dict[str, FleetLesson]:
+    """The Fleet page's lessons (lessons/fleet/) by id; raises LessonError naming a bad file."""
+    return {lesson.id: lesson for lesson in load_fleet_lessons()}
 
 
 def readable_lessons() -> dict[str, Lesson]:

@@ -226,3 +226,16 @@ def test_changing_the_fleets_knobs_closes_its_lesson(fleet_page):
     fleet_page.button(key=APPLY).click().run()
     assert session_of(fleet_page).fleet_lesson is None
     assert "Where a request lands" not in texts(fleet_page)
+
+
+def test_a_lesson_link_reopens_the_lesson_at_its_event(fleet_page, lab_model, monkeypatch):
+    fleet_page.selectbox(key="fleet_lesson_box").set_value(LESSON).run()
+    fleet_page.number_input(key="fleet_run_n").set_value(10)
+    click(fleet_page, "run_steps")
+    assert dict(fleet_page.query_params) == {"lesson": LESSON, "event": "9"}
+    other = open_fleet({"lesson": LESSON, "event": "9", "f.router": "llmd"})
+    s = session_of(other)
+    assert s.fleet_lesson == LESSON and s.fleet.cursor == 9 and s.fleet.fleet.router == "dynamo"
+    assert "f.router: a lesson's fleet has its own knobs" in other.warning[0].value
+    unknown = open_fleet({"lesson": "99_nothing"})
+    assert session_of(unknown).fleet_lesson is None and "names no fleet lesson" in unknown.warning[0].value

@@ -6,18 +6,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from lab.fleet.lessons import FleetCheckpoint, FleetLesson, load_fleet_lessons
+from lab.fleet.lessons import FleetCheckpoint, FleetLesson
 from lab.fleet.run import FleetRun
 from lab.lessons import LessonError
 from lab.lessons.rules import AnswerError
 from ui.draw import plain, prose
 from ui.pages.fleet.state import start
-from ui.session import exclusive, session
-
-
-@st.cache_resource(show_spinner=False)
-def fleet_lessons() -> dict[str, FleetLesson]:
-    return {lesson.id: lesson for lesson in load_fleet_lessons()}
+from ui.session import exclusive, fleet_lessons, session
 
 
 def open_lesson() -> FleetLesson | None:

@@ -6,12 +6,14 @@ from __future__ import annotations
 import streamlit as st
 
 from lab.budgets import FLEET_EVENTS
-from lab.fleet.link import DEFAULTS, FleetScenario, decode, encode, scenario_of
+from lab.fleet.link import DEFAULTS, EVENT_PARAM, FleetScenario, decode, encode, scenario_of
 from lab.fleet.run import FleetRun
 from lab.run import default_config
 from ui.draw import literal, plain
-from ui.session import cached_load, exclusive, session
+from ui.session import cached_load, exclusive, fleet_lessons, session
 from ui.widgets import presenter
+
+LESSON_PARAM = "lesson"  # ?lesson=13_where_a_request_lands&event=18: a fleet lesson at an event
 
 
 def start(scenario: FleetScenario) -> FleetRun:
@@ -49,6 +51,10 @@ def _open_link() -> None:
         s.presenting = True
     if not params:
         return
+    lesson_id = params.pop(LESSON_PARAM, None)
+    if lesson_id is not None:
+        _open_lesson_link(lesson_id, params)
+        return
     scenario, warnings = decode(params, DEFAULTS, default_config())
     try:
         run = start(scenario)
@@ -62,10 +68,30 @@ def _open_link() -> None:
                 + "\n".join(f"- {literal(w)}" for w in warnings))
 
 
+def _open_lesson_link(lesson_id: str, params: dict) -> None:
+    """A lesson's link: its fleet at the event shown (the lesson's knobs are its own, so a link names none)."""
+    s = session()
+    lesson = fleet_lessons().get(lesson_id)
+    if lesson is None:
+        s.flash("warning", f"This link names no fleet lesson ({literal(lesson_id[:60])}): the default fleet opens.")
+        return
+    scenario, warnings = decode({k: v for k, v in params.items() if k == EVENT_PARAM}, lesson.scenario,
+                                default_config())  # the lesson's own fleet, at the link's event
+    start(scenario)
+    s.fleet_lesson = lesson_id
+    ignored = [k for k in params if k != EVENT_PARAM]
+    if warnings or ignored:
+        s.flash("warning", "Parts of this link could not be used: "
+                + "; ".join(literal(w) for w in [*warnings, *(f"{k}: a lesson's fleet has its own knobs"
+                                                             for k in ignored)]))
+
+
 def sync_link(run: FleetRun) -> None:
-    """The address bar follows every event, knob and load change."""
-    params = encode(scenario_of(run), DEFAULTS)
-    if session().presenting:
+    """The address bar follows every event, knob and load change; in a lesson, the lesson and the event."""
+    s = session()
+    params = {LESSON_PARAM: s.fleet_lesson, **({EVENT_PARAM: str(run.cursor)} if run.cursor >= 0 else {})} \
+        if s.fleet_lesson else encode(scenario_of(run), DEFAULTS)
+    if s.presenting:
         params[presenter.QUERY_PARAM] = "1"
     if st.query_params.to_dict() != params:
         st.query_params.from_dict(params)
