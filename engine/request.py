@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 
 from engine.config import SamplingParams
@@ -19,7 +20,9 @@ def id_order(request_id: str) -> tuple[int, str]:
     """The sort key that lists requests as the engine numbered them: r2 before r10 (ids it was
     given by name come after, in name order)."""
     number = request_id.removeprefix(ID_PREFIX)
-    return (int(number), "") if request_id.startswith(ID_PREFIX) and number.isdigit() else (1 << 62, request_id)
+    # ASCII digits only: str.isdigit() takes "²", which int() refuses (an id from a visitor's file).
+    ascii_number = re.fullmatch(r"[0-9]{1,18}", number) is not None
+    return (int(number), "") if request_id.startswith(ID_PREFIX) and ascii_number else (1 << 62, request_id)
 
 
 class RequestStatus(str, enum.Enum):

@@ -12,6 +12,7 @@ A replayed file has no link: it is shared as the file.
 
 from __future__ import annotations
 
+import re
 import secrets
 from urllib.parse import urlencode
 
@@ -63,7 +64,7 @@ def _open_path(s: Session, value: str) -> list[str]:
     numbers = {lesson.number: lesson.id for lesson in readable_lessons().values()}
     bad = []
     for item in value.split(","):
-        number = int(item) if item.strip().isdigit() else None
+        number = int(item) if re.fullmatch(r"[0-9]{1,6}", item.strip()) else None  # not isdigit(): "²"
         if number in numbers:
             s.visit(numbers[number]).done_before = True
         elif item.strip():

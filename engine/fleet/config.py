@@ -10,6 +10,7 @@ small replica.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from engine.fleet.links import KV_LINKS
 from engine.knobs import Knob
@@ -88,7 +89,8 @@ class _FleetRules:
         if self.replica_gpu_blocks is None:
             return [num_gpu_blocks] * self.num_replicas
         parts = [p.strip() for p in self.replica_gpu_blocks.split(",")]
-        if len(parts) != self.num_replicas or not all(p.isdigit() and 0 < int(p) <= 1_000_000 for p in parts):
+        sizes_ok = all(re.fullmatch(r"[0-9]{1,7}", p) and 0 < int(p) <= 1_000_000 for p in parts)  # not isdigit(): "²"
+        if len(parts) != self.num_replicas or not sizes_ok:
             raise ValueError(f"replica_gpu_blocks must list {self.num_replicas} pool sizes in [1, 1000000], one per "
                              f"replica, comma-separated; got {self.replica_gpu_blocks!r}")
         return [int(p) for p in parts]

@@ -10,6 +10,7 @@ before later steps), so Continue live can rebuild the run on the engine. Files w
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 
 from engine import EngineConfig, StepRecord
@@ -137,7 +138,7 @@ def _changes(n: int, data: object) -> dict[int, Change]:
     changes = {}
     for step, change in data.items():
         where = f"line {n}: the change before step {step!r}"
-        if not (isinstance(step, str) and step.isdigit()) or not isinstance(change, dict):
+        if not (isinstance(step, str) and re.fullmatch(r"[0-9]{1,9}", step)) or not isinstance(change, dict):
             raise ValueError(f"{where}: a step number mapping to {{knobs, requests}} is expected")
         knobs, requests = change.get("knobs", {}), change.get("requests", [])
         if not isinstance(knobs, dict) or not isinstance(requests, list):

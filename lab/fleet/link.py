@@ -13,6 +13,7 @@ each bad parameter keeps its default and is named in a warning.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -136,7 +137,7 @@ def _build(make, values: dict, default, keys: list[str], warnings: list[str]):
 def _event(text: str | None, warnings: list[str]) -> int:
     if text is None:
         return -1
-    if not text.isdigit() or int(text) >= FLEET_EVENTS:
+    if not re.fullmatch(r"[0-9]{1,9}", text) or int(text) >= FLEET_EVENTS:  # isdigit() takes '²', int() does not
         warnings.append(f"{EVENT_PARAM}={text[:20]!r}: must be an event number in [0, {FLEET_EVENTS - 1}]")
         return -1
     return int(text)

@@ -90,3 +90,15 @@ def test_a_bad_link_parameter_is_named_and_the_rest_is_kept(params, named):
     scenario, warnings = decode_scenario({**params, "k.max_num_seqs": "3"}, EngineConfig())
     assert any(named in w for w in warnings), warnings
     assert scenario.knobs.get("max_num_seqs") == 3  # the good parameter beside it still applies
+
+
+@pytest.mark.parametrize("text", ["²", "١٢", "1" * 5000])
+def test_digits_that_int_refuses_are_named_not_raised(text):
+    """str.isdigit() takes '²' (and a 5,000-digit run), which int() refuses: each reader that
+    checked with it raised from a visitor's link, file or knob instead of naming the value."""
+    from engine.fleet.config import FleetConfig
+    from engine.request import id_order
+
+    assert id_order(f"r{text}") == (1 << 62, f"r{text}")
+    with pytest.raises(ValueError, match="replica_gpu_blocks must list"):
+        FleetConfig(num_replicas=1, replica_gpu_blocks=text)

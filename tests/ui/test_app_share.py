@@ -21,7 +21,7 @@ from engine.workload import WorkloadItem, WorkloadSource, dump_workload
 from lab.export import downloads, step_figures
 from lab.link import Scenario, decode_scenario, encode_scenario, scenario_changes
 from lab.recording import Recording
-from tests.ui.test_app import APP, charts, click, run_of, scrubber
+from tests.ui.test_app import APP, charts, click, run_of, scrubber, session_of
 from ui.link import REPLAY_PARAM, SERVER_PARAM
 
 
@@ -356,3 +356,10 @@ def test_a_knob_from_a_link_is_one_the_sidebar_can_show(lab_env, knob, value):
     assert bool(app.warning) != accepted
     slider = app.slider(key=f"knob_{knob}")
     assert (slider.min, slider.max) == (KNOB[knob].low, KNOB[knob].high)
+
+
+def test_a_path_link_with_digits_int_refuses_is_named_not_raised(lab_env):
+    """?done=² passed str.isdigit() and then raised in int(): the page showed a traceback."""
+    app = open_app({"done": "1,²"})
+    assert "² is not a lesson number" in app.warning[0].value
+    assert session_of(app).visit(next(iter(session_of(app).visits))).done_before
