@@ -25,7 +25,10 @@ def fleet_metrics(fleet) -> dict:
                    for rid, replica in fleet.placement.items()]
     engines = fleet.replicas
     counters = {k: sum(e.counters[k] for e in engines) for k in COUNTER_KEYS}
-    gauges = {"num_requests_finished": sum(e.scheduler.num_finished for e in engines),
+    # A disaggregated request finishes twice (its one-token prefill, then its decode): count it where it ended.
+    ended = sum(fleet.replicas[replica].requests[rid].finish_reason is not None
+                for rid, replica in fleet.placement.items())
+    gauges = {"num_requests_finished": ended,
               "num_requests_running": sum(len(e.scheduler.running) for e in engines),
               "num_requests_waiting": sum(len(e.scheduler.waiting) for e in engines),
               "num_requests_swapped": sum(len(e.scheduler.swapped) for e in engines),

@@ -131,6 +131,7 @@ def test_disaggregated_events_say_where_the_kv_went(lab_model):
     run.step(FLEET_EVENTS)
     arrived = [r for r in run.records if r.kind == "kv_arrived"]
     assert arrived
+    assert run.metrics()["aggregate"]["num_requests_finished"] == run.num_requests  # each counted once, not twice
     handoffs = {r.handoff.request_id: r.handoff for r in arrived}
     for record in (r for r in run.records if r.kind == "route"):  # each arrival says why it went apart or not
         rid = record.decision.request_id
