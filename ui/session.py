@@ -119,6 +119,7 @@ class Session:
     fleet_sweep: dict | None = None
     fleet_lesson: str | None = None  # the fleet lesson open on the Fleet page, and its graded answers
     fleet_grades: dict = field(default_factory=dict)
+    fleet_swept: dict = field(default_factory=dict)  # a fleet lesson's id -> its sweep's results
     messages: list[tuple[str, str]] = field(default_factory=list)  # (kind, text) for the next draw
     # Streamlit can start a click's callback while the previous click's script run is still
     # going (fast key presses in presenter mode do it every time), and two threads stepping one

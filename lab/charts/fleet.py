@@ -84,3 +84,15 @@ def timeline_figure(records: Sequence[FleetRecord]) -> go.Figure:
                       categoryarray=[j.request_id for j in shown], showticklabels=len(shown) <= 40))
     fig.add_vline(x=now_ms, line=dict(color="#262730", width=1, dash="dot"))
     return fig
+
+
+def sweep_lines(results: dict[str, dict[float, dict]], metric: str, label: str) -> go.Figure:
+    """A fleet lesson's sweep: one line per fleet, the metric against the offered rate."""
+    fig = go.Figure()
+    for i, (name, by_rate) in enumerate(results.items()):
+        rates = sorted(by_rate)
+        fig.add_scatter(x=rates, y=[by_rate[r][metric] for r in rates], name=name, mode="lines+markers",
+                        line=dict(color=REPLICA_COLORS[i * 3 % len(REPLICA_COLORS)]),
+                        hovertemplate=f"{name}<br>%{{x:g}} requests/s: %{{y:.3g}}<extra></extra>")
+    return layout(fig, f"fleet_sweep_{metric}", 300, xaxis=dict(title="offered rate (requests/s)", type="log"),
+                  yaxis=dict(title=label, rangemode="tozero"))

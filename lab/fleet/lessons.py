@@ -105,6 +105,53 @@ class FleetCheckpoint:
 
 
 @dataclass(frozen=True)
+class SweepQuestion:
+    """A question about the same load at several rates on several fleets, graded on that sweep: which
+    fleet does best (or worst) on a metric at one rate. The sweep runs when the student checks."""
+
+    id: str
+    question: str
+    fleets: dict[str, dict]  # a name for each fleet -> its fleet knobs, changed from the lesson's
+    rates: tuple[float, ...]
+    metric: str  # an aggregate metric's key, e.g. 'goodput'
+    at_rate: float
+    best: str  # 'max' or 'min': which fleet the answer is
+    explain: str = ""
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        return tuple(self.fleets)
+
+    def answer_from(self, results: dict[str, dict[float, dict]]) -> str:
+        values = {name: results[name][self.at_rate][self.metric] for name in self.fleets}
+        return (max if self.best == "max" else min)(values, key=values.get)
+
+    def grade(self, results: dict[str, dict[float, dict]], given: str) -> Grade:
+        if given not in self.options:
+            raise AnswerError(f"the answer must be one of {', '.join(self.options)}; got {given!r}")
+        right = self.answer_from(results)
+        values = ", ".join(f"{name} {results[name][self.at_rate][self.metric]:.3g}" for name in self.fleets)
+        lines = [f"{'Right' if given == right else f'Not quite: you said {given}'}. The sweep's answer: {right}.",
+                 f"{self.metric} at {self.at_rate:g} requests/s: {values}.", self.explain]
+        return Grade(given == right, right, "\n\n".join(line for line in lines if line))
+
+
+def sweep_fleets(lesson: FleetLesson, config, progress: Callable[[int], None] = lambda done: None,
+                 loader=load_model) -> dict[str, dict[float, dict]]:
+    """Every fleet the lesson's sweep questions name, at every rate they name: fleet -> rate -> aggregate."""
+    fleets = {name: changes for q in lesson.sweeps for name, changes in q.fleets.items()}
+    rates = sorted({rate for q in lesson.sweeps for rate in q.rates})
+    out: dict[str, dict[float, dict]] = {}
+    for name, changes in fleets.items():
+        fleet = dataclasses.replace(lesson.scenario.fleet, **changes)
+        for rate in rates:
+            load = dataclasses.replace(lesson.scenario.load, rate=rate)
+            out.setdefault(name, {})[rate] = run_to_end(config, fleet, load, loader)[0]
+            progress(sum(map(len, out.values())))
+    return out
+
+
+@dataclass(frozen=True)
 class FleetLesson:
     id: str  # NN_slug
     title: str
@@ -113,6 +160,7 @@ class FleetLesson:
     scenario: FleetScenario
     checkpoints: tuple[FleetCheckpoint, ...]
     claims: tuple[Claim, ...] = ()
+    sweeps: tuple[SweepQuestion, ...] = ()
 
     @property
     def number(self) -> int:
@@ -121,13 +169,15 @@ class FleetLesson:
     def texts(self) -> list[str]:
         """The prose that tells a student about the run: sections (the exercises aside), questions, explanations."""
         pieces = [s.body for s in self.sections if s.title != TRY_IT]
-        return [p for p in pieces + [t for c in self.checkpoints for t in (c.question, c.explain)] if p]
+        pieces += [t for c in (*self.checkpoints, *self.sweeps) for t in (c.question, c.explain)]
+        return [p for p in pieces if p]
 
     def unbacked(self) -> dict[str, list[str]]:
         """The numbers and request ids in its prose that no claim backs, by the piece they are in."""
         fragments = [c.says for c in self.claims]
         # A question names its own request, and says how close a number must be.
         asked = {t: [c.request, f"within {c.tolerance:.0%}"] for c in self.checkpoints for t in (c.question, c.explain)}
+        asked |= {t: [f"{q.at_rate:g} requests"] for q in self.sweeps for t in (q.question, q.explain)}
         found = {piece: unbacked(piece, fragments + asked.get(piece, [])) for piece in self.texts()}
         return {piece: tokens for piece, tokens in found.items() if tokens}
 
@@ -150,10 +200,29 @@ def load_fleet_lesson(path: Path) -> FleetLesson:
     checkpoints = tuple(_checkpoint(c) for c in t.tables("checkpoints"))
     claims = tuple(Claim(c.get("says", str), c.get("value", str), about=float(c.get("about", (int, float), 0)))
                    for c in t.tables("claims"))
+    sweeps = tuple(_sweep(q, scenario.fleet) for q in t.tables("sweeps"))
     lesson = FleetLesson(path.stem, t.get("title", str), t.get("minutes", int, 10), tuple(read_sections(md)),
-                         scenario, checkpoints, claims)
+                         scenario, checkpoints, claims, sweeps)
     t.done()
     return lesson
+
+
+def _sweep(q: Table, fleet: FleetConfig) -> SweepQuestion:
+    fleets = {name: dict(changes) for name, changes in q.get("fleets", dict).items()}
+    for name, changes in fleets.items():
+        try:
+            dataclasses.replace(fleet, **changes)
+        except (TypeError, ValueError) as exc:
+            raise q.error(f"fleets.{name}", str(exc)) from None
+    rates = tuple(float(r) for r in q.get("rates", list))
+    out = SweepQuestion(q.get("id", str), q.get("question", str), fleets, rates, q.get("metric", str),
+                        float(q.get("at_rate", (int, float))), q.get("best", str), q.get("explain", str, ""))
+    if out.at_rate not in rates or not all(0 < r <= 100 for r in rates):
+        raise q.error("at_rate", f"must be one of the rates, each in (0, 100] requests/s; rates are {list(rates)}")
+    if out.best not in ("max", "min"):
+        raise q.error("best", f"must be 'max' or 'min'; got {out.best!r}")
+    q.done()
+    return out
 
 
 def _checkpoint(c: Table) -> FleetCheckpoint:
@@ -182,6 +251,13 @@ class FleetView:
 
     run: FleetRun
     lesson: FleetLesson
+    swept: dict | None = None  # the lesson's sweep, run on first use
+
+    def sweep(self, fleet: str, rate: float) -> dict:
+        """The aggregate metrics of one of the lesson's swept fleets at one rate."""
+        if self.swept is None:
+            self.swept = sweep_fleets(self.lesson, self.run.config)
+        return self.swept[fleet][rate]
 
     def event(self, index: int) -> FleetRecord:
         return self.run.records[index]
@@ -197,18 +273,19 @@ class FleetView:
 
     @property
     def names(self) -> dict[str, Any]:
-        return {"event": self.event, "route": self.route, "with_knobs": self.with_knobs,
+        return {"event": self.event, "route": self.route, "with_knobs": self.with_knobs, "sweep": self.sweep,
                 "records": self.run.records, "journeys": journeys(self.run.records), "metrics": self.run.metrics(),
                 "fleet": self.run.fleet, "config": self.run.config, "load": self.run.load, "lesson": self.lesson,
                 "kv_links": KV_LINKS, "link_fraction": LINK_FRACTION,
                 **SAFE_FUNCTIONS}
 
-    readers = (event, route, with_knobs)  # the functions a claim may call, besides the safe ones
+    readers = (event, route, with_knobs, sweep)  # the functions a claim may call, besides the safe ones
 
 
-def claim_values(lesson: FleetLesson, run: FleetRun) -> list[tuple[Claim, Any]]:
-    """Each claim with its value on the run (the run must be at its end); ClaimError names a bad one."""
-    view = FleetView(run, lesson)
+def claim_values(lesson: FleetLesson, run: FleetRun, swept: dict | None = None) -> list[tuple[Claim, Any]]:
+    """Each claim with its value on the run (the run must be at its end) and the lesson's sweep (run here
+    if not given); ClaimError names a bad one."""
+    view = FleetView(run, lesson, swept)
     out = []
     for claim in lesson.claims:
         try:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine import EngineConfig
-from lab.fleet.lessons import load_fleet_lesson, load_fleet_lessons
+from lab.fleet.lessons import load_fleet_lesson, load_fleet_lessons, sweep_fleets
 from lab.fleet.run import FleetRun
 from lab.lessons.claims import check
 from lab.lessons.model import LessonError
@@ -23,28 +23,29 @@ def lesson_run(request, loaded):
     run = FleetRun(EngineConfig(model=loaded.name).with_changes(**s.engine), s.fleet, s.load)
     run.step(20_000)
     assert run.done and not run.live.has_unfinished_requests()
-    return lesson, run
+    return lesson, run, sweep_fleets(lesson, run.config) if lesson.sweeps else None
 
 
 def test_there_are_fleet_lessons():
-    assert LESSONS and all(lesson.checkpoints and lesson.claims for lesson in LESSONS)
+    assert len(LESSONS) >= 3 and all((lesson.checkpoints or lesson.sweeps) and lesson.claims for lesson in LESSONS)
 
 
 def test_every_claim_holds_on_the_lessons_own_run(lesson_run):
     from lab.fleet.lessons import claim_values
 
-    lesson, run = lesson_run
-    wrong = {claim.says: problem for claim, value in claim_values(lesson, run) if (problem := check(claim, value))}
+    lesson, run, swept = lesson_run
+    wrong = {claim.says: problem for claim, value in claim_values(lesson, run, swept)
+             if (problem := check(claim, value))}
     assert not wrong
 
 
 def test_every_number_and_request_in_the_text_is_backed_by_a_claim(lesson_run):
-    lesson, _ = lesson_run
+    lesson, _, _ = lesson_run
     assert lesson.unbacked() == {}
 
 
 def test_each_question_reads_its_answer_from_the_event_it_is_about(lesson_run):
-    lesson, run = lesson_run
+    lesson, run, _ = lesson_run
     for checkpoint in lesson.checkpoints:
         record = run.records[checkpoint.at_event]
         answer = checkpoint.answer_from(record)
@@ -55,6 +56,22 @@ def test_each_question_reads_its_answer_from_the_event_it_is_about(lesson_run):
         assert not checkpoint.grade(record, wrong).correct
         with pytest.raises(ValueError, match="not event"):
             checkpoint.answer_from(run.records[checkpoint.at_event + 1])
+
+
+def test_each_sweep_question_reads_its_answer_from_the_sweep(lesson_run):
+    lesson, run, swept = lesson_run
+    for question in lesson.sweeps:
+        values = {name: swept[name][question.at_rate][question.metric] for name in question.fleets}
+        right = question.answer_from(swept)
+        assert values[right] == (max if question.best == "max" else min)(values.values())
+        assert sorted(values.values()).count(values[right]) == 1, "a tie would make the question unfair"
+        assert question.grade(swept, right).correct
+        assert not question.grade(swept, next(o for o in question.options if o != right)).correct
+        with pytest.raises(ValueError, match="must be one of"):
+            question.grade(swept, "a fourth fleet")
+    for name, by_rate in (swept or {}).items():  # each fleet served every request it was offered
+        for rate, aggregate in by_rate.items():
+            assert aggregate["num_requests_finished"] == round(rate * lesson.scenario.load.duration_s), (name, rate)
 
 
 @pytest.mark.parametrize("change, named", [

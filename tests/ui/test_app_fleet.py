@@ -239,3 +239,25 @@ def test_a_lesson_link_reopens_the_lesson_at_its_event(fleet_page, lab_model, mo
     assert "f.router: a lesson's fleet has its own knobs" in other.warning[0].value
     unknown = open_fleet({"lesson": "99_nothing"})
     assert session_of(unknown).fleet_lesson is None and "names no fleet lesson" in unknown.warning[0].value
+
+
+def test_a_sweep_question_runs_the_lessons_sweep_and_grades_the_answer_on_it(fleet_page):
+    from lab.fleet.lessons import load_fleet_lessons
+
+    lesson = next(lesson for lesson in load_fleet_lessons() if lesson.sweeps)
+    question = lesson.sweeps[0]
+    fleet_page.selectbox(key="fleet_lesson_box").set_value(lesson.id).run()
+    fleet_page.radio(key=f"fleet_answer_{question.id}").set_value(question.options[0]).run()
+    click(fleet_page, f"fleet_check_{question.id}")
+    s = session_of(fleet_page)
+    results = s.fleet_swept[lesson.id]
+    grade = s.fleet_grades[question.id]
+    assert grade.right_answer == question.answer_from(results)
+    assert grade.correct == (question.options[0] == grade.right_answer)
+    spec = figure(fleet_page, f"fleet_sweep_{question.id}")
+    assert [trace["name"] for trace in spec["data"]] == list(question.fleets)
+    # the second question grades on the same sweep, without running it again
+    second = lesson.sweeps[1]
+    fleet_page.radio(key=f"fleet_answer_{second.id}").set_value(second.options[-1]).run()
+    click(fleet_page, f"fleet_check_{second.id}")
+    assert s.fleet_swept[lesson.id] is results and second.id in s.fleet_grades

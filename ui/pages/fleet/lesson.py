@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from lab.fleet.lessons import FleetCheckpoint, FleetLesson
+from lab.budgets import heavy_job
+from lab.charts.fleet import sweep_lines
+from lab.fleet.lessons import FleetCheckpoint, FleetLesson, SweepQuestion, sweep_fleets
 from lab.fleet.run import FleetRun
 from lab.lessons import LessonError
 from lab.lessons.rules import AnswerError
-from ui.draw import plain, prose
+from ui.draw import chart, plain, prose
 from ui.pages.fleet.state import start
-from ui.session import exclusive, fleet_lessons, session
+from ui.session import cached_load, exclusive, fleet_lessons, session
 
 
 def open_lesson() -> FleetLesson | None:
@@ -107,3 +109,43 @@ def panel(lesson: FleetLesson, run: FleetRun) -> None:
         if section.title:
             st.markdown(f"##### {section.title}")
         prose(section.body)
+    for question in lesson.sweeps:
+        _sweep_question(lesson, question, run)
+
+
+def _run_sweep(lesson: FleetLesson, run: FleetRun) -> dict | None:
+    """The lesson's sweep, once per session: every fleet its questions name at every rate, each run to the end."""
+    s = session()
+    if lesson.id not in s.fleet_swept:
+        total = len({n for q in lesson.sweeps for n in q.fleets}) * len({r for q in lesson.sweeps for r in q.rates})
+        bar = st.progress(0.0, text=f"Running the sweep: {total} fleets to the end…")
+        try:
+            with heavy_job(on_wait=lambda place: bar.progress(0.0, text=f"The server is busy: yours is number "
+                                                                        f"{place} in line.")):
+                s.fleet_swept[lesson.id] = sweep_fleets(lesson, run.config, lambda done: bar.progress(done / total),
+                                                        cached_load)
+        except ValueError as exc:
+            st.error(f"The sweep did not run: {plain(exc)}.")
+            return None
+        finally:
+            bar.empty()
+    return s.fleet_swept[lesson.id]
+
+
+def _sweep_question(lesson: FleetLesson, question: SweepQuestion, run: FleetRun) -> None:
+    s = session()
+    grade = s.fleet_grades.get(question.id)
+    with st.container(border=True, key=f"fleet_sweep_q_{question.id}"):
+        st.markdown(f"**Predict, then sweep.** {question.question}")
+        if grade is None:
+            key = f"fleet_answer_{question.id}"
+            st.radio("Your answer", question.options, key=key, index=None)
+            if st.button("Check: run the sweep", key=f"fleet_check_{question.id}", type="primary",
+                         disabled=s.widget(key) is None):
+                results = _run_sweep(lesson, run)
+                if results is not None:
+                    grade = s.fleet_grades[question.id] = question.grade(results, s.widget(key))
+        if grade is not None:
+            (st.success if grade.correct else st.warning)(grade.explanation)
+            chart(sweep_lines(s.fleet_swept[lesson.id], question.metric, question.metric.replace("_", " ")),
+                  f"fleet_sweep_{question.id}")
