@@ -13,7 +13,7 @@ import dataclasses
 import re
 
 from engine.fleet.links import KV_LINKS
-from engine.knobs import Knob
+from engine.knobs import ENGINE_PRESETS, Knob
 
 ROUTERS = ("round_robin", "least_loaded", "dynamo", "llmd", "sglang")
 DECIDERS = ("always", "llmd_prefix", "dynamo_conditional")
@@ -29,6 +29,8 @@ FLEET_KNOBS: tuple[Knob, ...] = (
          "out of balance)", "fleet", choices=ROUTERS),
     Knob("replica_gpu_blocks", str, None, "KV pool sizes, one per replica, comma-separated (e.g. 64,64,16); none: "
          "every replica has num_gpu_blocks", "fleet", optional=True),
+    Knob("replica_presets", str, None, "engine presets, one per replica, comma-separated (e.g. vllm_v1,vllm_v1,"
+         "sglang); none: every replica runs the engine knobs' own preset", "fleet", optional=True),
     Knob("num_prefill_replicas", int, 0, "disaggregated serving: the first N replicas only prefill, the rest only "
          "decode, each request's KV copied between them over kv_link (0: every replica does both)", "fleet", low=0,
          high=MAX_REPLICAS - 1),
@@ -80,6 +82,7 @@ class _FleetRules:
         for knob in self.ROWS:
             knob.check(getattr(self, knob.name))
         self.pool_sizes(1)  # a malformed list is named now, not when the fleet is built
+        self.presets()
         if self.num_prefill_replicas >= self.num_replicas:
             raise ValueError(f"num_prefill_replicas must leave at least one decode replica: it is "
                              f"{self.num_prefill_replicas} of num_replicas={self.num_replicas}")
@@ -94,6 +97,16 @@ class _FleetRules:
             raise ValueError(f"replica_gpu_blocks must list {self.num_replicas} pool sizes in [1, 1000000], one per "
                              f"replica, comma-separated; got {self.replica_gpu_blocks!r}")
         return [int(p) for p in parts]
+
+    def presets(self) -> list[str | None]:
+        """Each replica's engine preset (None: the engine knobs' own)."""
+        if self.replica_presets is None:
+            return [None] * self.num_replicas
+        parts = [p.strip() for p in self.replica_presets.split(",")]
+        if len(parts) != self.num_replicas or not all(p in ENGINE_PRESETS for p in parts):
+            raise ValueError(f"replica_presets must list {self.num_replicas} engine presets, one per replica, "
+                             f"comma-separated, each one of {', '.join(ENGINE_PRESETS)}; got {self.replica_presets!r}")
+        return parts
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -70,8 +70,9 @@ class Fleet:
                              "side on the deployment's modeled clock, which this machine's wall time cannot give")
         self.config, self.fleet = config, fleet or FleetConfig()
         self.loaded = loaded or load_model(config.model, config.device, config.dtype)
-        pools = self.fleet.pool_sizes(config.num_gpu_blocks)
-        self.replicas = [Engine(config.with_changes(num_gpu_blocks=n), self.loaded) for n in pools]
+        pools, presets = self.fleet.pool_sizes(config.num_gpu_blocks), self.fleet.presets()
+        self.replicas = [Engine(config.with_changes(num_gpu_blocks=n, **({"engine_preset": p} if p else {})),
+                                self.loaded) for n, p in zip(pools, presets, strict=True)]
         split, n = self.fleet.num_prefill_replicas, len(pools)
         self.pools = [self._pool("all", 0, n, self.fleet)] if not split else [
             self._pool("prefill", 0, split, self.fleet), self._pool("decode", split, n, decode_rules(self.fleet))]

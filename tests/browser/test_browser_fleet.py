@@ -108,3 +108,25 @@ def test_on_a_phone_the_page_fits_its_width_and_steps(browser, server):
         assert_no_exception(page)
     finally:
         context.close()
+
+
+def test_ab_runs_two_fleets_on_the_same_requests_and_tabulates_them(browser, server):
+    context, page = open_fleet(browser, server, "?load.duration_s=3.0")
+    try:
+        page.get_by_text("requests will arrive").wait_for()
+        page.get_by_role("tab", name="A/B: two fleets").click()
+        box = page.locator(".st-key-fleet_ab_router input")
+        box.scroll_into_view_if_needed()
+        box.click()
+        page.keyboard.type("round_robin")
+        page.keyboard.press("Enter")
+        expect(box).to_have_value("round_robin")
+        button(page, "Run A and B to the end").click()
+        page.get_by_text("Goodput counts requests that met the SLO").wait_for(timeout=120_000)
+        grid = page.get_by_test_id("stDataFrame").first  # its cells are drawn on a canvas; its size says its rows
+        grid.wait_for(timeout=30_000)
+        assert grid.bounding_box()["height"] > 60
+        screenshot(page, "fleet_ab.png")
+        assert_no_exception(page)
+    finally:
+        context.close()

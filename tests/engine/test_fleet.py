@@ -181,3 +181,21 @@ def test_a_bad_fleet_knob_is_named(knobs, message):
 def test_a_fleet_needs_a_deployment_clock(tiny_llama):
     with pytest.raises(ValueError, match="a fleet needs a deployment"):
         Fleet(EngineConfig(model=tiny_llama), FleetConfig())
+
+
+def test_replicas_may_run_different_engine_presets_and_still_give_generates_tokens(tiny_llama, reference):
+    fleet = fleet_of(tiny_llama, "round_robin", replicas=3, replica_presets="vllm_v1,sglang,trtllm_no_evict",
+                     num_gpu_blocks=24)
+    assert [e.config.engine_preset for e in fleet.replicas] == ["vllm_v1", "sglang", "trtllm_no_evict"]
+    assert [e.config.admission_reserve for e in fleet.replicas] == ["prompt", "output_estimate", "max_tokens"]
+    ids = add_all(fleet, [(i % len(PROMPTS), 6, 0.0) for i in range(9)])
+    fleet.run()
+    for rid, i in zip(ids, range(9), strict=True):
+        req = fleet.replicas[fleet.placement[rid]].requests[rid]
+        assert req.output_token_ids == expected_output(reference(tuple(PROMPTS[i % len(PROMPTS)])), 6, True, 256)
+
+
+@pytest.mark.parametrize("presets", ["vllm_v1,sglang", "vllm_v1,sglang,magic", "vllm_v1,,sglang"])
+def test_a_bad_replica_preset_list_is_named(presets):
+    with pytest.raises(ValueError, match="replica_presets must list 3 engine presets"):
+        FleetConfig(num_replicas=3, replica_presets=presets)

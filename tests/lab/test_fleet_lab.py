@@ -217,6 +217,8 @@ def _other(knob):
     """A value of the knob other than its default (and valid beside the others)."""
     if knob.name == "replica_gpu_blocks":
         return "8,8,8"
+    if knob.name == "replica_presets":
+        return "vllm_v1,sglang,vllm_v1"
     if knob.name == "num_replicas":
         return 3
     if knob.name == "num_prefill_replicas":

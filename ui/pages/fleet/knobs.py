@@ -26,7 +26,7 @@ from ui.widgets.knobs import knob_widget
 
 # The knobs shown first; the router's own weights and the disaggregation thresholds go in expanders.
 MAIN = ("num_replicas", "router", "num_prefill_replicas", "kv_link", "disagg_decider")
-DISAGG = ("replica_gpu_blocks", "non_cached_tokens", "conditional_disagg_eff_isl_threshold",
+DISAGG = ("replica_gpu_blocks", "replica_presets", "non_cached_tokens", "conditional_disagg_eff_isl_threshold",
           "conditional_disagg_eff_isl_ratio_threshold")
 
 
@@ -63,7 +63,8 @@ def _show(scenario: FleetScenario) -> None:
 def _on_apply() -> None:
     s = session()
     fleet = {k.name: s.widget(_key(k.name)) for k in FLEET_KNOBS}
-    fleet["replica_gpu_blocks"] = (fleet["replica_gpu_blocks"] or "").strip() or None
+    for name in ("replica_gpu_blocks", "replica_presets"):  # free text: empty is none
+        fleet[name] = (fleet[name] or "").strip() or None
     base = default_config()
     engine = {n: s.widget(_key(n)) for n in ENGINE_KNOBS if s.widget(_key(n)) != KNOB[n].default}
     load = {f.name: s.widget(_key(f"load_{f.name}")) for f in dataclasses.fields(FleetLoad)}
@@ -108,7 +109,7 @@ def sidebar(scenario: FleetScenario) -> None:
                 for knob in FLEET_KNOBS:
                     if knob.name not in (*MAIN, *DISAGG):
                         _fleet_widget(knob)
-            with st.expander("Pools and disaggregation"):
+            with st.expander("Replicas that differ, and disaggregation"):
                 for name in DISAGG:
                     _fleet_widget(FLEET_KNOB[name])
             with st.expander("Each replica's engine"):

@@ -61,6 +61,7 @@ def chooser() -> None:
     s = session()
     s.set_widget("fleet_lesson_box", s.fleet_lesson)
     st.selectbox("Fleet lesson", [None, *lessons], key="fleet_lesson_box", on_change=_on_choose,
+                 placeholder="none: the free fleet",
                  format_func=lambda i: "none: the free fleet" if i is None else
                  f"{lessons[i].number}. {lessons[i].title}",
                  help="Opens the lesson's fleet at event 0, with its text and questions beside the views.")
