@@ -4,6 +4,7 @@ open a replica, follow a link, and fit a 1280x720 projector and a 390x844 phone.
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 
 import pytest
 from playwright.sync_api import expect
@@ -21,17 +22,21 @@ def wait_for_event(page, event: int) -> None:
     page.wait_for_load_state("networkidle")
 
 
+@contextmanager
 def open_fleet(browser, server, query: str = "", viewport: dict | None = None):
+    """The Fleet page in a context of its own, closed however the test ends."""
     context = browser.new_context(viewport=viewport or test_browser.VIEWPORT)
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    page.goto(f"{server}/fleet{query}")
-    return context, page
+    try:
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        page.goto(f"{server}/fleet{query}")
+        yield page
+    finally:
+        context.close()
 
 
 def test_step_back_and_the_arrow_keys_move_through_fleet_events(browser, server):
-    context, page = open_fleet(browser, server)
-    try:
+    with open_fleet(browser, server) as page:
         page.get_by_text("requests will arrive").wait_for()
         button(page, "Step").click()
         wait_for_event(page, 0)
@@ -53,15 +58,12 @@ def test_step_back_and_the_arrow_keys_move_through_fleet_events(browser, server)
         button(page, "Pause").click()
         button(page, "Play").wait_for(timeout=10_000)
         assert_no_exception(page)
-    finally:
-        context.close()
 
 
 def test_a_link_opens_its_fleet_at_its_event_and_a_replica_opens_beside_it(browser, server):
-    context, page = open_fleet(browser, server, "?f.router=llmd&f.num_replicas=3&event=40")
-    try:
+    with open_fleet(browser, server, "?f.router=llmd&f.num_replicas=3&event=40") as page:
         wait_for_event(page, 40)
-        expect(page.locator(".st-key-fleet_router input")).to_have_value("llmd")  # the router box shows the link's
+        expect(page.locator(".st-key-fleet_router input")).to_have_value("llmd", timeout=60_000)  # the link's router
         assert page.locator(".st-key-fleet_replicas .ytick text").count() == 3
         page.get_by_test_id("stButtonGroup").get_by_text("replica 1").click()
         page.get_by_role("heading", name=re.compile(r"^replica 1, after its step \d+")).wait_for()
@@ -69,14 +71,11 @@ def test_a_link_opens_its_fleet_at_its_event_and_a_replica_opens_beside_it(brows
         assert "f.router=llmd" in page.url and "event=40" in page.url
         screenshot(page, "fleet_replica_open.png")
         assert_no_exception(page)
-    finally:
-        context.close()
 
 
 def test_on_a_1280x720_projector_the_replicas_and_the_decision_are_on_the_first_screen(browser, server):
-    context, page = open_fleet(browser, server, "?present=1&event=30&f.num_prefill_replicas=1",
-                               {"width": 1280, "height": 720})
-    try:
+    with open_fleet(browser, server, "?present=1&event=30&f.num_prefill_replicas=1",
+                    {"width": 1280, "height": 720}) as page:
         wait_for_event(page, 30)
         page.wait_for_timeout(1_000)  # the charts settle to their height
         assert page.get_by_test_id("stSidebar").count() == 0 or not page.get_by_test_id("stSidebar").is_visible()
@@ -86,13 +85,10 @@ def test_on_a_1280x720_projector_the_replicas_and_the_decision_are_on_the_first_
         assert decision["y"] + decision["height"] <= 720, "the router's decision is below the first screen"
         screenshot(page, "fleet_presenter_1280x720.png")
         assert_no_exception(page)
-    finally:
-        context.close()
 
 
 def test_on_a_phone_the_page_fits_its_width_and_steps(browser, server):
-    context, page = open_fleet(browser, server, "?event=20", {"width": 390, "height": 844})
-    try:
+    with open_fleet(browser, server, "?event=20", {"width": 390, "height": 844}) as page:
         wait_for_event(page, 20)
         button(page, "Step").click()
         wait_for_event(page, 21)
@@ -106,13 +102,10 @@ def test_on_a_phone_the_page_fits_its_width_and_steps(browser, server):
             assert label["x"] >= 0 and label["x"] + label["width"] <= 390, labels.nth(i).text_content()
         screenshot(page, "fleet_phone.png")
         assert_no_exception(page)
-    finally:
-        context.close()
 
 
 def test_ab_runs_two_fleets_on_the_same_requests_and_tabulates_them(browser, server):
-    context, page = open_fleet(browser, server, "?load.duration_s=3.0")
-    try:
+    with open_fleet(browser, server, "?load.duration_s=3.0") as page:
         page.get_by_text("requests will arrive").wait_for()
         page.get_by_role("tab", name="A/B: two fleets").click()
         box = page.locator(".st-key-fleet_ab_router input")
@@ -128,5 +121,3 @@ def test_ab_runs_two_fleets_on_the_same_requests_and_tabulates_them(browser, ser
         assert grid.bounding_box()["height"] > 60
         screenshot(page, "fleet_ab.png")
         assert_no_exception(page)
-    finally:
-        context.close()
