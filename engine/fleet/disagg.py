@@ -55,11 +55,11 @@ def decide(fleet: FleetConfig, prompt_tokens: int, cached_tokens: int, scale: fl
             return True, f"{uncached:.0f} prompt tokens are not cached on the decode replica (threshold {n})"
         return False, f"only {uncached:.0f} prompt tokens are not cached on the decode replica (< {n}): it prefills"
     short = uncached < fleet.conditional_disagg_eff_isl_threshold
-    cached_enough = uncached / prompt < fleet.conditional_disagg_eff_isl_ratio_threshold
+    cached_enough = uncached / max(prompt, 1.0) < fleet.conditional_disagg_eff_isl_ratio_threshold
     if short and cached_enough:
         ratio = 100 * fleet.conditional_disagg_eff_isl_ratio_threshold
         return False, (f"effective prompt {uncached:.0f} tokens < {fleet.conditional_disagg_eff_isl_threshold} and "
-                       f"{100 * uncached / prompt:.0f}% of it < {ratio:.0f}%: the decode replica prefills")
+                       f"{100 * uncached / max(prompt, 1.0):.0f}% of it < {ratio:.0f}%: the decode replica prefills")
     return True, f"effective prompt {uncached:.0f} of {prompt:.0f} tokens: prefilled apart"
 
 

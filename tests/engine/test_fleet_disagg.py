@@ -124,6 +124,22 @@ def test_the_deciders_decide_as_their_sources_say(knobs, prompt, cached, scale, 
     assert decide(FleetConfig(num_replicas=2, num_prefill_replicas=1, **knobs), prompt, cached, scale)[0] is apart
 
 
+# The isl_bounding cases of Dynamo's own unit tests (lib/kv-router/src/conditional_disagg.rs):
+# thresholds, prompt tokens, the decode worker's cached blocks of 64 tokens, and whether Dynamo bypasses
+# remote prefill (keeps the request on its decode worker). The caller clamps the cache to the prompt.
+@pytest.mark.parametrize("eff_isl, ratio, prompt, blocks, bypass", [
+    (2048, 0.7, 1000, 14, True),  # 104 new tokens, 10% of the prompt
+    (2048, 0.99, 100_000, 1000, False),  # 36,000 new tokens >= 2048
+    (2048, 0.7, 200, 0, False),  # nothing cached: 100% >= 70%
+    (2048, 0.99, 2048, 0, False),  # 2048 new tokens: the threshold is strict
+    (2048, 0.7, 500, 10, True),  # 640 cached > 500: nothing new
+])
+def test_dynamo_conditional_decides_as_dynamos_own_tests(eff_isl, ratio, prompt, blocks, bypass):
+    fleet = FleetConfig(num_replicas=2, num_prefill_replicas=1, disagg_decider="dynamo_conditional",
+                        conditional_disagg_eff_isl_threshold=eff_isl, conditional_disagg_eff_isl_ratio_threshold=ratio)
+    assert decide(fleet, prompt, min(blocks * 64, prompt), 1.0)[0] is not bypass
+
+
 def test_the_same_seed_gives_the_same_disaggregated_run(tiny_llama):
     runs = []
     for _ in range(2):

@@ -13,13 +13,18 @@ hash ids name the lab's pages one for one.
    at every arrival, Dynamo's replica must be one of the lab's cheapest, at the cost
    Dynamo's selector logged, with the same cached-prefix blocks and the same best
    available overlap. Any difference fails (exit status 1).
-3. **Disaggregated**: the same slice as 1 prefill + 3 decode replicas against 4 aggregated ones,
-   in the lab and in Dynamo's replay: whether each effect (TTFT, ITL, TPOT) has the same sign.
 2. **Under load** (the trace's own timing, small pools): the mock engines' timing is not
    the lab's deployment model (they are slowed to match it on average, from case 1), so
    decisions can differ. Reported side by side for
    round_robin and the KV router: agreement with Dynamo's choices, overlap regret, and
    prefix reuse.
+3. **Disaggregated**: the same slice as 1 prefill + 3 decode replicas against 4 aggregated ones,
+   in the lab and in Dynamo's replay: whether each effect (TTFT, ITL, TPOT) has the same sign.
+4. **Conditional disaggregation, request by request**: Dynamo's replay with its isl_bounding
+   bypass on reports, per request, the prefix its decode router saw cached on the chosen decode
+   worker and whether the request was prefilled apart; the lab's ``dynamo_conditional`` decider,
+   given those same inputs, must decide as Dynamo did, every time (exit status 1 if not). The lab's
+   own run of the slice is reported beside it.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from pathlib import Path
 
 from engine.config import EngineConfig
 from engine.fleet.config import FleetConfig
+from engine.fleet.disagg import decide
 from engine.fleet.dynamo import DynamoRouter
 from engine.fleet.fleet import Fleet
 from engine.fleet.metrics import fleet_metrics
@@ -68,8 +74,9 @@ def mooncake_trace(requests: list[FleetRequest], block_size: int) -> str:
 
 
 def dynamo(python: str, requests: list[FleetRequest], workers: int, router: str, config: EngineConfig,
-           speedup: float = 1.0, prefill_workers: int = 0) -> dict:
-    """Dynamo's replay of the requests; its mock engines run at `speedup` times their own timing model."""
+           speedup: float = 1.0, prefill_workers: int = 0, conditional: tuple[int, float] | None = None) -> dict:
+    """Dynamo's replay of the requests; its mock engines run at `speedup` times their own timing model;
+    `conditional`: Dynamo's conditional disaggregation at these thresholds (effective prompt, ratio)."""
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "trace.jsonl"
         trace.write_text(mooncake_trace(requests, config.block_size))
@@ -78,7 +85,8 @@ def dynamo(python: str, requests: list[FleetRequest], workers: int, router: str,
                               "--num-gpu-blocks", str(config.num_gpu_blocks), "--max-num-seqs",
                               str(config.max_num_seqs), "--max-num-batched-tokens",
                               str(config.max_num_batched_tokens), "--speedup-ratio", str(speedup),
-                              "--prefill-workers", str(prefill_workers)],
+                              "--prefill-workers", str(prefill_workers),
+                              *(("--conditional-disagg", *map(str, conditional)) if conditional else ())],
                              capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
@@ -203,6 +211,42 @@ def disagg_report(python: str, loaded, duration_s: float, speedup: float) -> Non
           "llama-3.1-8b on an H100 and moves it over ib-ndr)")
 
 
+def decider_check(python: str, loaded, duration_s: float, speedup: float) -> list[str]:
+    """Case 4: Dynamo's conditional-disagg decision for each request of a slice, against the lab's decider
+    fed Dynamo's own inputs (the prompt, and the prefix cached on the decode worker Dynamo chose). The
+    trace is in the engine's tokens, so the lab decides at scale 1."""
+    config = EngineConfig(deployment=DEPLOYMENT, enable_prefix_caching=True, num_gpu_blocks=256)
+    requests = in_order(mooncake_requests("mooncake-conv", loaded.vocab_size, duration_s=duration_s))
+    fleet = FleetConfig(num_replicas=4, num_prefill_replicas=1, router="dynamo", disagg_decider="dynamo_conditional")
+    thresholds = (fleet.conditional_disagg_eff_isl_threshold, fleet.conditional_disagg_eff_isl_ratio_threshold)
+    ref = dynamo(python, requests, 4, "kv_router", config, speedup, 1, thresholds)["requests"]
+    failures = []
+    for i, r in enumerate(ref):
+        cached = min(r["decode_overlap_tokens"] or 0, r["input_length"])
+        apart, why = decide(fleet, r["input_length"], cached, 1.0)
+        if apart != (r["prefill_worker"] is not None):
+            failures.append(f"request {i}: Dynamo {'disaggregated' if r['prefill_worker'] is not None else 'kept'} "
+                            f"it; the lab, from the same inputs: {why}")
+    theirs_kept = sum(r["prefill_worker"] is None for r in ref)
+    cached_seen = sum(bool(r["decode_overlap_tokens"]) for r in ref)
+    lab = Fleet(config, fleet, loaded)
+    for req in requests:
+        req.submit(lab)
+    routes = [r for r in lab.run() if r.kind == "route"]
+    kept = [r for r in routes if r.prefill is None]
+    print(f"\nconditional disaggregation (isl_bounding, effective prompt < {thresholds[0]} tokens and < "
+          f"{thresholds[1]:.0%} of it), 1 prefill + 3 decode, mooncake-conv first {duration_s:g} s "
+          f"({len(requests)} requests):")
+    print(f"  Dynamo's replay: {len(ref) - theirs_kept} prefilled apart, {theirs_kept} kept on the decode worker; "
+          f"its decode router saw a cached prefix for {cached_seen}")
+    print(f"  the lab's decider on Dynamo's inputs: {len(ref) - len(failures)}/{len(ref)} decisions equal")
+    one = sum(r.placed.startswith("its one output token") for r in kept)
+    print(f"  the lab's own run (thresholds at full size): {len(routes) - len(kept)} apart, {len(kept)} kept: {one} "
+          f"with a single output token (Dynamo sends those apart too), {len(kept) - one} for a prefix cached on "
+          f"its decode replica")
+    return failures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dynamo-python", required=True, help="the python of the venv make_dynamo_venv.sh made")
@@ -216,8 +260,11 @@ def main() -> int:
         print("MISMATCH", line)
     load_report(args.dynamo_python, loaded, args.load_s, speedup)
     disagg_report(args.dynamo_python, loaded, args.load_s, speedup)
+    decided = decider_check(args.dynamo_python, loaded, args.load_s, speedup)
+    for line in decided[:20]:
+        print("MISMATCH", line)
     print(f"\n{time.perf_counter() - started:.0f} s")
-    return 1 if failures else 0
+    return 1 if failures or decided else 0
 
 
 if __name__ == "__main__":

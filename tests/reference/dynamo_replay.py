@@ -8,7 +8,10 @@ tests/reference/dynamo_oracle.py writes the trace, runs this, and compares.
 
 Output: {"summary": Dynamo's report, "requests": [one per request, in arrival order:
 {"arrival_ms", "input_length", "worker", "logit", "selected_overlap_blocks",
-"best_available_overlap_blocks", "overlap_regret_blocks", "reused_input_tokens"}]}. The logit is
+"best_available_overlap_blocks", "overlap_regret_blocks", "reused_input_tokens", "prefill_worker",
+"decode_overlap_tokens"}]}; prefill_worker is null for a request prefilled on its decode worker
+(a conditional-disagg bypass), and decode_overlap_tokens is the prefix the decode pool's router
+saw cached there, the input of Dynamo's conditional-disagg predicate. The logit is
 read from the selector's own log line ("Selected worker ... logit=..."), joined by request id.
 """
 
@@ -31,7 +34,11 @@ def replay(args: argparse.Namespace) -> dict:
     engine = {"block_size": args.block_size, "num_gpu_blocks": args.num_gpu_blocks, "enable_prefix_caching": True,
               "max_num_seqs": args.max_num_seqs, "max_num_batched_tokens": args.max_num_batched_tokens,
               "speedup_ratio": args.speedup_ratio}
-    router = KvRouterConfig(prefill_load_scale=args.prefill_load_scale, overlap_score_credit=args.overlap_score_credit)
+    conditional = {} if args.conditional_disagg is None else dict(
+        conditional_disagg_enabled=True, conditional_disagg_eff_isl_threshold=int(args.conditional_disagg[0]),
+        conditional_disagg_eff_isl_ratio_threshold=args.conditional_disagg[1])
+    router = KvRouterConfig(prefill_load_scale=args.prefill_load_scale, overlap_score_credit=args.overlap_score_credit,
+                            **conditional)
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.jsonl")
         # The router logs each pick on stderr (file descriptor 2, from Rust): catch it in a file.
@@ -67,7 +74,9 @@ def replay(args: argparse.Namespace) -> dict:
                     "selected_overlap_blocks": history.get("selected_overlap_blocks"),
                     "best_available_overlap_blocks": history.get("best_available_overlap_blocks"),
                     "overlap_regret_blocks": history.get("overlap_regret_blocks"),
-                    "reused_input_tokens": row.get("reused_input_tokens")})
+                    "reused_input_tokens": row.get("reused_input_tokens"),
+                    "prefill_worker": row.get("prefill_worker_idx"),
+                    "decode_overlap_tokens": row.get("decode_route_overlap_tokens")})
     out.sort(key=lambda r: r["arrival_ms"])
     return {"summary": result.summary, "requests": out}
 
@@ -86,6 +95,8 @@ def main() -> int:
     parser.add_argument("--speedup-ratio", type=float, default=1.0, help="the mock engines' speed (below 1: slower)")
     parser.add_argument("--prefill-load-scale", type=float, default=1.0)
     parser.add_argument("--overlap-score-credit", type=float, default=1.0)
+    parser.add_argument("--conditional-disagg", nargs=2, type=float, metavar=("EFF_ISL", "RATIO"),
+                        help="disaggregated: Dynamo's conditional disaggregation (isl_bounding) at these thresholds")
     json.dump(replay(parser.parse_args()), sys.stdout)
     return 0
 
