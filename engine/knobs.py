@@ -20,7 +20,8 @@ DEFAULT_MODEL = str(Path(__file__).parent / "default_model")
 
 # What a change to a knob of each group does to a running lab (ui/widgets/knobs.py titles them).
 GROUPS = ("scheduler", "slo", "pricing", "kv", "model")
-LIVE_GROUPS = ("scheduler", "slo")  # read afresh every step: a running engine can take a new value
+LIVE_GROUPS = ("scheduler", "slo", "router")  # read afresh every step (a fleet's router: every arrival),
+# so a running engine or fleet can take a new value; the fleet's rows are "router" or "fleet"
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class Knob:
     type: type  # bool, int, float or str
     default: object
     help: str  # one line, for --help and the sidebar's tooltip
-    group: str  # one of GROUPS
+    group: str  # one of GROUPS (a fleet knob: 'router' or 'fleet', engine/fleet/config.py)
     optional: bool = False  # None is a value too ('none' in a link or on the command line)
     choices: tuple[str, ...] = ()  # the words a str knob takes; empty: free text
     low: float | None = None  # the range every reader checks: the engine, the link, the widget

@@ -1,7 +1,8 @@
 """The fleet's knobs: how many replicas, which router, and the router's own weights, one row each.
 
 The rows are the engine's ``Knob`` type (engine/knobs.py), so they read, check and print
-as every other knob does; the Dynamo rows keep the names of Dynamo's ``KvRouterConfig``.
+as every other knob does; a row in group 'router' is live (read at each arrival), one in
+group 'fleet' builds the fleet; the Dynamo rows keep the names of Dynamo's ``KvRouterConfig``.
 Each replica's engine knobs are the ``EngineConfig`` beside this one; a replica may have
 a pool of its own size (``replica_gpu_blocks``), so a student can watch a router cope with a
 small replica.
@@ -35,42 +36,45 @@ FLEET_KNOBS: tuple[Knob, ...] = (
          "decode, each request's KV copied between them over kv_link (0: every replica does both)", "fleet", low=0,
          high=MAX_REPLICAS - 1),
     Knob("kv_link", str, "ib-ndr", "the link KV caches cross from prefill to decode replicas: " + ", ".join(KV_LINKS)
-         + " (engine/fleet/links.py)", "fleet", choices=tuple(KV_LINKS)),
+         + " (engine/fleet/links.py)", "router", choices=tuple(KV_LINKS)),
     Knob("disagg_decider", str, "always", "which requests are disaggregated: 'always', 'llmd_prefix' (llm-d: when "
          "the decode replica would have non_cached_tokens or more to compute) or 'dynamo_conditional' (Dynamo: "
-         "not when the prompt is short or mostly cached there)", "fleet", choices=DECIDERS),
+         "not when the prompt is short or mostly cached there)", "router", choices=DECIDERS),
     Knob("non_cached_tokens", int, 0, "llmd_prefix: disaggregate when this many prompt tokens (full size) are "
-         "not cached on the decode replica; 0: always (llm-d's default)", "fleet", low=0, high=10_000_000),
+         "not cached on the decode replica; 0: always (llm-d's default)", "router", low=0, high=10_000_000),
     Knob("conditional_disagg_eff_isl_threshold", int, 2048, "dynamo_conditional: prefill on the decode replica "
          "when fewer prompt tokens than this (full size) are not cached there ... (Dynamo's default 2048)",
-         "fleet", low=0, high=10_000_000),
+         "router", low=0, high=10_000_000),
     Knob("conditional_disagg_eff_isl_ratio_threshold", float, 0.7, "dynamo_conditional: ... and they are below "
-         "this share of the prompt (Dynamo's default 0.7)", "fleet", low=0.0, high=1.0, noun="a fraction"),
+         "this share of the prompt (Dynamo's default 0.7)", "router", low=0.0, high=1.0, noun="a fraction"),
     Knob("router_seed", int, 0, "seed for the router's tie-breaks and sampling", "fleet", low=0, high=2**31 - 1),
     Knob("prefill_load_scale", float, 1.0, "dynamo: weight of the prefill blocks left to compute (Dynamo's "
-         "KvRouterConfig.prefill_load_scale)", "fleet", low=0.0, high=1000.0),
+         "KvRouterConfig.prefill_load_scale)", "router", low=0.0, high=1000.0),
     Knob("overlap_score_credit", float, 1.0, "dynamo: blocks of prefill credited per block the replica already "
-         "caches (KvRouterConfig.overlap_score_credit)", "fleet", low=0.0, high=1000.0),
+         "caches (KvRouterConfig.overlap_score_credit)", "router", low=0.0, high=1000.0),
     Knob("decode_active_request_weight", float, 0.0, "dynamo: blocks of cost per request in flight on the replica "
-         "(KvRouterConfig.decode_active_request_weight)", "fleet", low=0.0, high=1000.0),
+         "(KvRouterConfig.decode_active_request_weight)", "router", low=0.0, high=1000.0),
     Knob("queue_scorer_weight", float, 2.0, "llmd: weight of the queue scorer, (maxQ - q) / (maxQ - minQ) "
-         "(llm-d's default 2)", "fleet", low=0.0, high=1000.0),
+         "(llm-d's default 2)", "router", low=0.0, high=1000.0),
     Knob("kv_cache_utilization_scorer_weight", float, 2.0, "llmd: weight of the KV cache scorer, 1 - usage "
-         "(llm-d's default 2)", "fleet", low=0.0, high=1000.0),
+         "(llm-d's default 2)", "router", low=0.0, high=1000.0),
     Knob("prefix_cache_scorer_weight", float, 3.0, "llmd: weight of the prefix scorer, matched blocks / prompt "
-         "blocks from the router's own index (llm-d's default 3)", "fleet", low=0.0, high=1000.0),
+         "blocks from the router's own index (llm-d's default 3)", "router", low=0.0, high=1000.0),
     Knob("cache_threshold", float, 0.5, "sglang: the share of a prompt a replica must have seen to be chosen for "
-         "it (SGLang router's default 0.5)", "fleet", low=0.0, high=1.0, noun="a fraction"),
+         "it (SGLang router's default 0.5)", "router", low=0.0, high=1.0, noun="a fraction"),
     Knob("balance_abs_threshold", int, 32, "sglang: load is out of balance when the most and fewest requests in "
-         "flight differ by more than this (default 32) ...", "fleet", low=0, high=100_000),
+         "flight differ by more than this (default 32) ...", "router", low=0, high=100_000),
     Knob("balance_rel_threshold", float, 1.1, "sglang: ... and the most is above this many times the fewest "
-         "(default 1.1)", "fleet", low=1.0, high=1000.0),
+         "(default 1.1)", "router", low=1.0, high=1000.0),
     Knob("max_tree_size", int, 10_000, "sglang: tokens of sent prompts the router remembers per replica, least "
          "recently used forgotten first (default 10000)", "fleet", low=1, high=10_000_000),
     Knob("router_temperature", float, 0.0, "dynamo: 0 picks the cheapest replica (ties at random); above 0, "
-         "softmax sampling over normalised costs (KvRouterConfig.router_temperature)", "fleet", low=0.0, high=100.0),
+         "softmax sampling over normalised costs (KvRouterConfig.router_temperature)", "router", low=0.0, high=100.0),
 )
 FLEET_KNOB = {knob.name: knob for knob in FLEET_KNOBS}
+# The rows read afresh at each arrival (group 'router'): a running fleet takes a new value from its next
+# event (Fleet.retune). The rest build the fleet (replicas, pools, the router and what it remembers).
+LIVE_FLEET_KNOBS = frozenset(knob.name for knob in FLEET_KNOBS if knob.live)
 
 
 class _FleetRules:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from engine.config import EngineConfig, SamplingParams
 from engine.engine import Engine
-from engine.fleet.config import FleetConfig
+from engine.fleet.config import LIVE_FLEET_KNOBS, FleetConfig
 from engine.fleet.disagg import Disaggregation, decode_rules
 from engine.fleet.dynamo import DynamoRouter
 from engine.fleet.llmd import LlmdRouter
@@ -104,6 +104,19 @@ class Fleet:
     @router.setter
     def router(self, router: Router) -> None:
         self.pools[-1].router = router
+
+    def retune(self, **knobs) -> None:
+        """Set live fleet knobs (a router weight, the decider and its thresholds, the link) from the next
+        event on: the routers keep everything they count and remember, and read the new values at the
+        next arrival. The knobs that build the fleet cannot change mid-run. A bad value raises ValueError
+        and changes nothing."""
+        fixed = sorted(set(knobs) - LIVE_FLEET_KNOBS)
+        if fixed:
+            raise ValueError(f"{', '.join(fixed)} cannot change mid-run: the replicas and the router are built "
+                             f"from it (live: {', '.join(sorted(LIVE_FLEET_KNOBS))})")
+        self.fleet = dataclasses.replace(self.fleet, **knobs)  # checked before anything changes
+        for pool in self.pools:
+            pool.router.fleet = decode_rules(self.fleet) if pool.role == "decode" else self.fleet
 
     # ---- requests ---------------------------------------------------------------------------
 

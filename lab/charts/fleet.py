@@ -29,9 +29,14 @@ def replica_label(state: ReplicaState) -> str:
     return f"replica {state.replica}" + ("" if state.role == "all" else f" ({state.role})")
 
 
-def replicas_figure(record: FleetRecord) -> go.Figure:
+MAX_ARROWS = 6  # KV copies drawn at once (the axis title counts them all)
+
+
+def replicas_figure(record: FleetRecord, crossing: Sequence[Journey] = ()) -> go.Figure:
     """One strip per replica: its KV pool (in use, cached-free, free) and its queues, after the event.
-    The replica the event touched is marked ◀. The counts sit under each name, so a phone shows them too."""
+    The replica the event touched is marked ◀. The counts sit under each name, so a phone shows them too.
+    Each KV cache `crossing` the link is an arrow from its prefill replica's strip to its decode replica's,
+    and named in the axis title with its bytes and time on the link."""
     states = record.replicas
     labels = [f"<span style='color:{replica_color(s.replica)}'>■</span> {replica_label(s)}"
               f"{' ◀' if s.replica == record.replica else ''}<br>{s.waiting} waiting · {s.running} running · "
@@ -43,9 +48,24 @@ def replicas_figure(record: FleetRecord) -> go.Figure:
         fig.add_bar(y=labels, x=[pages(s) for s in states], name=f"KV pages {name}", orientation="h",
                     marker=dict(color=color, line=dict(color="#FFFFFF", width=1)),
                     hovertemplate=f"%{{x}} pages {name}<extra></extra>")
-    layout(fig, "fleet_replicas", 90 + 46 * len(states), barmode="stack", bargap=0.3,
-           xaxis=dict(title="KV pages"), yaxis=dict(autorange="reversed"))
+    pages = max(s.num_gpu_blocks for s in states)
+    drawn = list(crossing)[:MAX_ARROWS]
+    for k, j in enumerate(drawn):
+        x = pages * (1.04 + 0.07 * k)
+        fig.add_annotation(x=x, y=labels[j.replica], ax=x, ay=labels[j.prefill_replica], axref="x", ayref="y",
+                           text=j.request_id, showarrow=True, arrowhead=3, arrowwidth=2, arrowcolor=LINK,
+                           xanchor="left", font=dict(size=11), hovertext=link_text(j))
+    title = "KV pages" + ("" if not crossing else " · on the link: " + "; ".join(
+        link_text(j) for j in crossing[:2]) + (f"; {len(crossing) - 2} more" if len(crossing) > 2 else ""))
+    layout(fig, "fleet_replicas", 90 + 46 * len(states), barmode="stack", bargap=0.3, xaxis=dict(
+        title=title, range=[0, pages * (1.06 + 0.07 * len(drawn))] if drawn else None),
+        yaxis=dict(autorange="reversed"))
     return fig
+
+
+def link_text(j: Journey) -> str:
+    span = "" if j.transfer_end_ms is None else f", {j.transfer_end_ms - j.transfer_start_ms:,.1f} ms on the link"
+    return f"{j.request_id} {j.prefill_replica}→{j.replica}: {j.kv_bytes / 2**20:,.0f} MiB{span}"
 
 
 def _spans(j: Journey, now_ms: float) -> list[tuple[int | None, float, float]]:

@@ -1,9 +1,11 @@
 """A fleet scenario as query parameters and back, from one table (PARAMS).
 
     ?page=fleet&f.router=llmd&f.num_replicas=4&k.num_gpu_blocks=48&load=mooncake-synth&load.rate=3&event=120
+    &at40.f.prefix_cache_scorer_weight=0    (a live fleet knob set just before event 40)
 
-A fleet never changes mid-run, so its scenario is its knobs, its load and the event on
-screen; the fleet is deterministic, so running to that event reproduces it exactly.
+A fleet's scenario is its knobs at event 0, its load, its script of live changes and the
+event on screen; the fleet is deterministic, so running the script to that event reproduces
+it exactly.
 Each row names its parameter, the value's type and where the value lives; ``encode``
 and ``decode`` are one loop over the rows in two directions, writing only values that
 differ from the page's defaults. Links come from anywhere: decoding never raises, and
@@ -18,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from engine import EngineConfig
-from engine.fleet.config import FLEET_KNOBS, FleetConfig
+from engine.fleet.config import FLEET_KNOB, FLEET_KNOBS, LIVE_FLEET_KNOBS, FleetConfig
 from engine.knobs import KNOB, Knob
 from engine.values import parse, spell
 from lab.budgets import FLEET_EVENTS
@@ -27,6 +29,7 @@ from lab.fleet.run import FLEET_DEPLOYMENT, FleetLoad, FleetRun
 ENGINE_KNOBS = ("num_gpu_blocks", "block_size", "enable_prefix_caching", "max_num_batched_tokens", "max_num_seqs",
                 "deployment", "slo_ttft_ms", "slo_tpot_ms")  # each replica's, as the Fleet page offers them
 EVENT_PARAM = "event"
+CHANGE_KEY = re.compile(r"at([0-9]{1,9})\.f\.(\w+)")  # at<event>.f.<knob>: a live knob set just before that event
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ class FleetScenario:
     fleet: FleetConfig = field(default_factory=FleetConfig)
     load: FleetLoad = field(default_factory=FleetLoad)
     event: int = -1  # the event on screen (-1: none run yet)
+    changes: dict[int, dict[str, object]] = field(default_factory=dict)  # event -> live fleet knobs set before it
 
 
 # The Fleet page's first fleet: four replicas behind Dynamo's KV router, with prefix caching on (what a
@@ -79,7 +83,7 @@ def scenario_of(run: FleetRun) -> FleetScenario:
     engine = {n: getattr(run.config, n) for n in ENGINE_KNOBS if getattr(run.config, n) != KNOB[n].default}
     if engine.get("deployment") == FLEET_DEPLOYMENT:
         del engine["deployment"]  # the fleet's own default clock
-    return FleetScenario(engine, run.fleet, run.load, run.cursor)
+    return FleetScenario(engine, run.fleet, run.load, run.cursor, {i: dict(c) for i, c in run.changes.items()})
 
 
 def _parts(scenario: FleetScenario) -> dict[str, dict[str, object]]:
@@ -93,6 +97,8 @@ def encode(scenario: FleetScenario, defaults: FleetScenario) -> dict[str, str]:
     mine, base = _parts(scenario), _parts(defaults)
     params = {row.key: spell(mine[row.part][row.name]) for row in PARAMS
               if row.name in mine[row.part] and mine[row.part][row.name] != base[row.part].get(row.name)}
+    for index, knobs in sorted(scenario.changes.items()):
+        params.update({f"at{index}.f.{k.name}": spell(knobs[k.name]) for k in FLEET_KNOBS if k.name in knobs})
     if scenario.event >= 0:
         params[EVENT_PARAM] = str(scenario.event)
     return params
@@ -104,8 +110,12 @@ def decode(params: Mapping[str, str], defaults: FleetScenario, base: EngineConfi
     values: dict[str, dict[str, object]] = {"engine": dict(defaults.engine), "fleet": {}, "load": {}}
     keys: dict[str, list[str]] = {"engine": [], "fleet": [], "load": []}  # the parameters read into each part
     known = {row.key: row for row in PARAMS}
+    changes: dict[int, dict[str, object]] = {}
     for key, text in params.items():
         if key == EVENT_PARAM:
+            continue
+        if CHANGE_KEY.fullmatch(key):
+            _change(key, text, changes, warnings)
             continue
         row = known.get(key)
         if row is None:
@@ -122,7 +132,24 @@ def decode(params: Mapping[str, str], defaults: FleetScenario, base: EngineConfi
                    keys["fleet"], warnings)
     load = _build(lambda **v: dataclasses.replace(defaults.load, **v), values["load"], defaults.load,
                   keys["load"], warnings)
-    return FleetScenario(engine, fleet, load, _event(params.get(EVENT_PARAM), warnings)), warnings
+    return FleetScenario(engine, fleet, load, _event(params.get(EVENT_PARAM), warnings),
+                         {i: changes[i] for i in sorted(changes)}), warnings
+
+
+def _change(key: str, text: str, changes: dict[int, dict[str, object]], warnings: list[str]) -> None:
+    """One at<event>.f.<knob> parameter, into the script, or named in a warning."""
+    index, name = CHANGE_KEY.fullmatch(key).groups()
+    if name not in LIVE_FLEET_KNOBS:
+        warnings.append(f"{key}: only a live fleet knob can change mid-run ({', '.join(sorted(LIVE_FLEET_KNOBS))})")
+    elif int(index) >= FLEET_EVENTS:
+        warnings.append(f"{key}: the event must be in [0, {FLEET_EVENTS - 1}]")
+    else:
+        try:
+            value = parse(text, FLEET_KNOB[name].annotation)
+            FLEET_KNOB[name].check(value)
+            changes.setdefault(int(index), {})[name] = value
+        except ValueError as exc:
+            warnings.append(f"{key}={text[:40]!r}: {exc}")
 
 
 def _build(make, values: dict, default, keys: list[str], warnings: list[str]):

@@ -2,13 +2,20 @@
 
 A fleet event is one of what ``Fleet.step`` does next on the fleet clock: an arrival
 routed, one replica's scheduler step, or in a disaggregated fleet a KV copy started.
-Every FleetRecord is kept, so looking at a past event costs nothing. Nothing changes
-a fleet mid-run (a knob change starts it again), so a fleet's history never branches:
-stepping from a past event moves forward through the events already run, then runs more.
+Every FleetRecord is kept, so looking at a past event costs nothing, and stepping from a
+past event moves forward through the events already run, then runs more.
+
+A run is its knobs at event 0, its load, and a script of live changes (a router weight, the
+decider, the link: engine/fleet/config.py's 'router' rows), each filed under the event it
+applied before. Changing a live knob while a past event is on screen *branches*: the events
+after it are dropped and a fleet rebuilt by replaying the script to it runs on with the new
+value. Any other knob starts the fleet again at event 0.
 
     run = FleetRun(config, fleet, load)        # the replicas at event 0 (ValueError on bad knobs or load)
     run.records, run.cursor, run.record        # history, the event on screen (-1: none yet), its record
     run.step(n) / run.back() / run.seek(i)
+    run.set_knobs(**knobs) -> bool             # live knobs from the next event (a branch); others restart (True)
+    run.follow(changes), run.fleet_next()      # a link's script of changes; the knobs the next event runs with
     run.replica_steps(r)                       # replica r's own StepRecords up to the event on screen
     run.done, run.at_latest, run.metrics()
     run.release()                              # drop the replicas; the next use re-runs the events
@@ -16,11 +23,12 @@ stepping from a past event moves forward through the events already run, then ru
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from engine import EngineConfig, LoadedModel, StepRecord, load_model
-from engine.fleet.config import FleetConfig
+from engine.fleet.config import LIVE_FLEET_KNOBS, FleetConfig
 from engine.fleet.fleet import Fleet
 from engine.fleet.metrics import fleet_metrics
 from engine.fleet.records import FleetRecord
@@ -79,15 +87,17 @@ class FleetRun:
     """A fleet, its records and the event on screen."""
 
     def __init__(self, config: EngineConfig, fleet: FleetConfig, load: FleetLoad, loader: Loader = load_model):
-        self.config, self.fleet, self.load = fleet_config(config), fleet, load
+        self.config, self.fleet, self.load = fleet_config(config), fleet, load  # fleet: the knobs at event 0
         self._loader = loader
         self.records: list[FleetRecord] = []
+        self.changes: dict[int, dict[str, object]] = {}  # event index -> live knobs set just before it
         self.cursor = -1
-        self._fleet: Fleet | None = self._build()
+        self._fleet: Fleet | None = self._build(0)
 
-    def _build(self) -> Fleet:
-        """A fleet at event 0 with the load submitted, then run through the events recorded so far;
-        each must come out as recorded (the fleet is deterministic), else ReplayError."""
+    def _build(self, num_events: int) -> Fleet:
+        """A fleet at event 0 with the load submitted, then run through the first num_events recorded
+        events with the script's changes, and the changes due before the next; each event must come out
+        as recorded (the fleet is deterministic), else ReplayError."""
         loaded = self._loader(self.config.model, self.config.device, self.config.dtype)
         check_fleet(self.config, self.fleet, loaded)
         fleet = Fleet(self.config, self.fleet, loaded)
@@ -95,16 +105,20 @@ class FleetRun:
         for request in requests:
             request.submit(fleet)
         self.num_requests = len(requests)
-        for record in self.records:
-            if _without_wall_times(fleet.step()) != _without_wall_times(record):
-                raise ReplayError(f"re-running the fleet gave another event {record.index}: it is not deterministic")
+        for index in range(num_events + 1):
+            if index in self.changes:
+                fleet.retune(**self.changes[index])
+            if index == num_events:
+                break
+            if _without_wall_times(fleet.step()) != _without_wall_times(self.records[index]):
+                raise ReplayError(f"re-running the fleet gave another event {index}: it is not deterministic")
         return fleet
 
     @property
     def live(self) -> Fleet:
         """The fleet itself, after the last recorded event (the metrics read it); rebuilt after release()."""
         if self._fleet is None:
-            self._fleet = self._build()
+            self._fleet = self._build(len(self.records))
         return self._fleet
 
     def release(self) -> None:
@@ -135,6 +149,43 @@ class FleetRun:
             self.records.append(new[-1])
             self.cursor += 1
         return new
+
+    def fleet_next(self) -> FleetConfig:
+        """The fleet knobs the next event from the cursor runs with: event 0's and every change up to it."""
+        knobs: dict[str, object] = {}
+        for index in sorted(i for i in self.changes if i <= self.cursor + 1):
+            knobs.update(self.changes[index])
+        return dataclasses.replace(self.fleet, **knobs)
+
+    def set_knobs(self, **knobs) -> bool:
+        """Fleet knobs from the next event. If all that changes is live, the change joins the script and
+        the run branches at the event on screen (the events after it are dropped); otherwise the fleet
+        starts again at event 0 with the new knobs (returns True). A bad value raises ValueError and
+        leaves the run as it was."""
+        current = self.fleet_next()
+        target = dataclasses.replace(current, **knobs)  # checked before anything changes
+        changed = {k: v for k, v in dataclasses.asdict(target).items() if getattr(current, k) != v}
+        if not changed:
+            return False
+        if not set(changed) <= LIVE_FLEET_KNOBS:
+            fresh = FleetRun(self.config, target, self.load, self._loader)
+            self.__dict__.update(fresh.__dict__)
+            return True
+        following = self.cursor + 1
+        fleet = self.live if self.at_latest else self._build(following)
+        fleet.retune(**changed)
+        del self.records[following:]
+        self.changes = {i: c for i, c in self.changes.items() if i <= following}
+        self.changes.setdefault(following, {}).update(changed)
+        self._fleet = fleet
+        return False
+
+    def follow(self, changes: Mapping[int, Mapping[str, object]]) -> None:
+        """Run a script of live changes (a link's): each made just before its event. A change due after
+        the fleet has finished is made at its end."""
+        for index, knobs in sorted(changes.items()):
+            self.step(index - (self.cursor + 1))
+            self.set_knobs(**knobs)
 
     def seek(self, index: int) -> None:
         self.cursor = max(-1, min(index, len(self.records) - 1))

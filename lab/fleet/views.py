@@ -46,6 +46,13 @@ def journeys(records: Sequence[FleetRecord]) -> dict[str, Journey]:
     return out
 
 
+def on_link(records: Sequence[FleetRecord]) -> list[Journey]:
+    """The requests whose KV cache is on the link at the latest event's time (one arriving at it included)."""
+    now = records[-1].clock_ms if records else 0.0
+    return [j for j in journeys(records).values() if j.transfer_start_ms is not None and j.transfer_start_ms <= now
+            and (j.transfer_end_ms is None or j.transfer_end_ms >= now)]
+
+
 def decision_rows(decision: RoutingDecision) -> list[dict[str, object]]:
     """One row per candidate replica: what the router read, each weighted term, the total, and which won."""
     rows = []
@@ -72,8 +79,8 @@ def describe(record: FleetRecord) -> str:
         tokens = sum(c.num_tokens for c in s.batch)
         took = s.modeled.clock_ms - record.clock_ms
         seqs = f"{len(s.batch)} sequence{'' if len(s.batch) == 1 else 's'}"
-        return f"replica {record.replica} runs its step {s.step} {at}: {seqs}, {tokens} tokens, " \
-               f"{took:,.2f} ms"
+        return f"replica {record.replica} runs its step {s.step} {at}: {seqs}, {tokens} " \
+               f"token{'' if tokens == 1 else 's'}, {took:,.2f} ms"
     h = record.handoff
     if record.kind == "kv_arrived":
         return f"{h.request_id}'s KV cache arrives on replica {h.decode_replica} {at}, after " \

@@ -14,10 +14,10 @@ from engine.fleet.config import FLEET_KNOBS, ROUTERS, FleetConfig
 from engine.fleet.metrics import fleet_metrics
 from engine.knobs import KNOB
 from lab.budgets import FLEET_EVENTS, BudgetError
-from lab.charts.fleet import replicas_figure, timeline_figure
+from lab.charts.fleet import link_text, replicas_figure, timeline_figure
 from lab.fleet.link import DEFAULTS, ENGINE_KNOBS, PARAMS, FleetScenario, decode, encode, scenario_of
 from lab.fleet.run import FleetLoad, FleetRun
-from lab.fleet.views import decision_rows, describe, journeys
+from lab.fleet.views import decision_rows, describe, journeys, on_link
 from lab.run import ReplayError
 
 LOAD = FleetLoad("mooncake-conv", duration_s=4.0)
@@ -63,6 +63,48 @@ def test_a_released_fleet_is_rebuilt_by_re_running_its_events_and_a_changed_one_
     run.records[10].replica = (run.records[10].replica + 1) % 2
     with pytest.raises(ReplayError, match="event 10"):
         run.step(1)
+
+
+def test_a_live_knob_changed_at_a_past_event_branches_there_and_replays_exactly(lab_model, finished):
+    run = fleet_run(lab_model)
+    run.step(40)
+    old = [_data(r) for r in run.records]
+    run.seek(11)
+    assert run.set_knobs(overlap_score_credit=0.0, prefill_load_scale=2.0) is False  # live: no restart
+    assert len(run.records) == 12 and run.changes == {12: {"overlap_score_credit": 0.0, "prefill_load_scale": 2.0}}
+    assert [_data(r) for r in run.records] == old[:12]
+    assert run.fleet.overlap_score_credit == 1.0 and run.fleet_next().overlap_score_credit == 0.0
+    run.step(FLEET_EVENTS)  # to the end
+    routed = [r.decision for r in run.records[12:] if r.kind == "route"]
+    assert routed and all(c.terms["prefill_blocks"] == 2.0 * (c.inputs["active_prefill_tokens"] + c.inputs[
+        "prompt_tokens"]) / run.config.block_size for d in routed for c in d.candidates)
+    twin = fleet_run(lab_model)  # the same script, from a link, gives the same events
+    twin.follow(run.changes)
+    twin.step(FLEET_EVENTS)
+    assert [_data(r) for r in twin.records] == [_data(r) for r in run.records]
+    assert [_data(r) for r in finished.records[:40]] == old  # the same fleet, unchanged, to the end ...
+    assert [_data(r) for r in run.records[12:]] != [_data(r) for r in finished.records[12:]]  # ... took another course
+    run.seek(20)
+    run.release()
+    run.set_knobs(kv_link="eth-100")  # rebuilt through the first change, checking every event, then branched
+    assert len(run.records) == 21 and run.changes == {12: {"overlap_score_credit": 0.0, "prefill_load_scale": 2.0},
+                                                       21: {"kv_link": "eth-100"}}
+
+
+def test_a_knob_that_builds_the_fleet_starts_it_again_and_a_bad_value_changes_nothing(lab_model):
+    run = fleet_run(lab_model)
+    run.step(10)
+    with pytest.raises(ValueError, match="overlap_score_credit"):
+        run.set_knobs(overlap_score_credit=-1.0)
+    assert len(run.records) == 10 and run.changes == {}
+    assert run.set_knobs(num_replicas=2) is True
+    assert run.cursor == -1 and run.records == [] and run.fleet.num_replicas == 2
+
+
+def _data(record) -> dict:
+    data = record.to_dict()
+    data.get("step", {}).pop("timings", None)  # this machine's wall time
+    return data
 
 
 def test_each_replica_strip_is_what_that_replica_recorded(finished):
@@ -149,6 +191,35 @@ def test_disaggregated_events_say_where_the_kv_went(lab_model):
         assert j.transfer_end_ms == h.transfer_end_ms == record.clock_ms
 
 
+def test_the_replicas_figure_draws_each_kv_copy_on_the_link_from_its_prefill_to_its_decode_replica(lab_model):
+    run = fleet_run(lab_model, replicas=3, num_prefill_replicas=1)
+    run.step(FLEET_EVENTS)
+    checked = 0
+    for i, record in enumerate(run.records):
+        crossing = on_link(run.records[: i + 1])
+        now = record.clock_ms
+        expected = {j.request_id for j in journeys(run.records).values() if j.transfer_start_ms is not None
+                    and j.transfer_start_ms <= now <= j.transfer_end_ms}
+        assert {j.request_id for j in crossing} == expected
+        if record.kind == "kv_arrived":  # the copy that arrives is drawn with its time on the link
+            h = record.handoff
+            assert f"{h.request_id} 0→{h.decode_replica}: {h.bytes / 2**20:,.0f} MiB, " \
+                   f"{h.transfer_end_ms - h.transfer_start_ms:,.1f} ms on the link" in map(link_text, crossing)
+        fig = replicas_figure(record, crossing).to_dict()
+        arrows = {a["text"]: a for a in fig["layout"].get("annotations", []) if a.get("showarrow")}
+        assert len(arrows) == min(len(crossing), 6)
+        for j in crossing[:6]:
+            labels = fig["data"][0]["y"]
+            assert (arrows[j.request_id]["ay"], arrows[j.request_id]["y"]) == (labels[j.prefill_replica],
+                                                                               labels[j.replica])
+        h = record.handoff
+        if record.kind == "kv_transfer" and h.transfer_start_ms is not None and h.transfer_start_ms <= now:
+            said = f"{h.request_id} 0→{h.decode_replica}: {h.bytes / 2**20:,.0f} MiB"
+            assert arrows[h.request_id]["hovertext"] == said
+            checked += 1
+    assert checked
+
+
 def test_a_fleet_past_the_sessions_kv_budget_is_refused_before_it_is_built(lab_model):
     with pytest.raises(BudgetError, match="replicas' KV pools"):
         fleet_run(lab_model, replicas=64, replica_gpu_blocks=",".join(["100000"] * 64))
@@ -172,7 +243,10 @@ scenarios = st.builds(
                     router_temperature=st.sampled_from([0.0, 0.5]), prefix_cache_scorer_weight=st.floats(0, 10)),
     load=st.builds(FleetLoad, trace=st.sampled_from(["mooncake-conv", "shared-prefix"]),
                    duration_s=st.sampled_from([2.0, 10.0, 30.5]), rate=st.sampled_from([None, 2.0])),
-    event=st.integers(-1, 5000))
+    event=st.integers(-1, 5000),
+    changes=st.dictionaries(st.integers(0, 5000), st.fixed_dictionaries({}, optional={
+        "overlap_score_credit": st.sampled_from([0.0, 2.5]), "kv_link": st.sampled_from(["eth-100", "nvlink-4"]),
+        "disagg_decider": st.sampled_from(["llmd_prefix"])}).filter(bool), max_size=3))
 
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
@@ -182,12 +256,23 @@ def test_a_link_reads_back_as_the_scenario_it_was_written_from(scenario):
     back, warnings = decode(params, DEFAULTS, EngineConfig(model="m"))
     assert warnings == []
     assert back.fleet == scenario.fleet and back.load == scenario.load and back.event == scenario.event
+    assert back.changes == scenario.changes
     assert full(back.engine) == full(scenario.engine)
 
 
 def full(engine: dict) -> dict:
     """Each replica's engine knobs a scenario names, in full (those it leaves out are the engine's defaults)."""
     return {name: engine.get(name, KNOB[name].default) for name in ENGINE_KNOBS}
+
+
+def test_a_link_names_each_change_it_cannot_make():
+    params = {"at3.f.num_replicas": "2", "at99999.f.kv_link": "eth-100", "at4.f.kv_link": "carrier-pigeon",
+              "at5.f.overlap_score_credit": "2"}
+    scenario, warnings = decode(params, DEFAULTS, EngineConfig(model="m"))
+    assert scenario.changes == {5: {"overlap_score_credit": 2.0}}
+    assert [w.split(":")[0].split("=")[0] for w in warnings] == ["at3.f.num_replicas", "at99999.f.kv_link",
+                                                                  "at4.f.kv_link"]
+    assert "only a live fleet knob" in warnings[0] and "[0, 19999]" in warnings[1]
 
 
 @settings(max_examples=300)

@@ -12,7 +12,7 @@ from lab.fleet.link import DEFAULTS, encode, scenario_of
 from tests.ui.test_app import session_of
 from ui.widgets.scrubber import scrubber_key
 
-APPLY = "FormSubmitter:fleet_knobs-Apply: start the fleet again"
+APPLY = "FormSubmitter:fleet_knobs-Apply"
 
 
 def open_fleet(params: dict | None = None) -> AppTest:
@@ -105,6 +105,26 @@ def test_applying_knobs_starts_the_fleet_again_with_them(fleet_page):
     assert (run.fleet.router, run.fleet.num_replicas, run.cursor) == ("round_robin", 3, -1)
     assert "starts again at event 0" in fleet_page.info[0].value
     assert fleet_page.query_params["f.router"] == "round_robin"
+
+
+def test_a_live_knob_applied_at_a_past_event_branches_there_and_the_link_keeps_the_branch(fleet_page):
+    fleet_page.number_input(key="fleet_run_n").set_value(12)
+    click(fleet_page, "run_steps")
+    click(fleet_page, "back")
+    click(fleet_page, "back")  # event 9 on screen
+    fleet_page.number_input(key="fleet_prefix_cache_scorer_weight").set_value(0.0)
+    fleet_page.selectbox(key="fleet_kv_link").set_value("eth-100")
+    fleet_page.button(key=APPLY).click().run()
+    run = session_of(fleet_page).fleet
+    assert run.cursor == 9 and len(run.records) == 10
+    assert run.changes == {10: {"kv_link": "eth-100", "prefix_cache_scorer_weight": 0.0}}
+    assert "From event 10 on, the fleet runs with" in fleet_page.info[0].value
+    assert fleet_page.query_params["at10.f.kv_link"] == "eth-100"
+    click(fleet_page, "step")
+    other = open_fleet(dict(fleet_page.query_params))
+    again = session_of(other).fleet
+    assert again.changes == run.changes and again.cursor == 10
+    assert again.fleet_next().kv_link == "eth-100" and again.fleet.kv_link == "ib-ndr"
 
 
 def test_a_bad_knob_is_named_and_the_fleet_on_screen_is_kept(fleet_page):

@@ -1,7 +1,8 @@
 """The Fleet page's sidebar: the load, the fleet's knobs and each replica's engine knobs, in one form.
 
-Every fleet knob restarts the fleet (its replicas and router are built from them), so the
-knobs are set together and applied with one click, not one restart per widget. The widgets
+The knobs are set together and applied with one click. If only live fleet knobs changed (a router
+weight, the decider and its thresholds, the link), the fleet runs on with them from the event on
+screen, a branch as in the lab; anything else builds the fleet again from event 0. The widgets
 come from the knob tables (engine/fleet/config.py, engine/knobs.py); a bad value is named in
 one message and the fleet on screen stays as it was.
 """
@@ -12,12 +13,13 @@ import dataclasses
 
 import streamlit as st
 
-from engine.fleet.config import FLEET_KNOB, FLEET_KNOBS, FleetConfig
+from engine.fleet.config import FLEET_KNOB, FLEET_KNOBS, LIVE_FLEET_KNOBS, FleetConfig
 from engine.knobs import KNOB, Knob
-from lab.fleet.link import DEFAULTS, ENGINE_KNOBS, FleetScenario
+from engine.values import spell
+from lab.fleet.link import DEFAULTS, ENGINE_KNOBS, FleetScenario, scenario_of
 from lab.fleet.run import LOADS, MAX_DURATION_S, FleetLoad
 from lab.run import default_config
-from ui.draw import plain
+from ui.draw import literal, plain
 from ui.pages.fleet import lesson
 from ui.pages.fleet.state import start
 from ui.session import exclusive, session
@@ -69,13 +71,32 @@ def _on_apply() -> None:
     engine = {n: s.widget(_key(n)) for n in ENGINE_KNOBS if s.widget(_key(n)) != KNOB[n].default}
     load = {f.name: s.widget(_key(f"load_{f.name}")) for f in dataclasses.fields(FleetLoad)}
     try:
-        base.with_changes(**engine)
         scenario = FleetScenario(engine, FleetConfig(**fleet), FleetLoad(**load))
+        if base.with_changes(**engine) == base.with_changes(**scenario_of(s.fleet).engine) and _branch(scenario):
+            return
         start(scenario)
     except ValueError as exc:
         s.flash("error", f"The fleet was not changed: {plain(exc)}")
         return
     s.flash("info", "The fleet starts again at event 0 with these knobs and load.")
+
+
+def _branch(scenario: FleetScenario) -> bool:
+    """If the same fleet on the same load differs only in live knobs, run on with them from the event on
+    screen (True): the events after it are dropped, and a lesson's fleet becomes the free fleet."""
+    s = session()
+    run = s.fleet
+    now = run.fleet_next()
+    changed = {k: v for k, v in dataclasses.asdict(scenario.fleet).items() if getattr(now, k) != v}
+    if scenario.load != run.load or not changed or not set(changed) <= LIVE_FLEET_KNOBS:
+        return False
+    event = run.cursor + 1
+    run.set_knobs(**changed)
+    s.fleet_lesson, s.fleet_grades = None, {}  # the lesson's questions are about its own fleet
+    said = ", ".join(f"{k} = {spell(v)}" for k, v in changed.items())
+    s.flash("info", f"From event {event} on, the fleet runs with {literal(said)}. The events after the one on "
+                    "screen were dropped; Back and the slider still show the ones before.")
+    return True
 
 
 @exclusive
@@ -115,8 +136,10 @@ def sidebar(scenario: FleetScenario) -> None:
             with st.expander("Each replica's engine"):
                 for name in ENGINE_KNOBS:
                     knob_widget(KNOB[name], key=_key(name))
-            st.form_submit_button("Apply: start the fleet again", type="primary", on_click=_on_apply,
-                                  width="stretch", icon=":material/restart_alt:")
+            st.form_submit_button("Apply", type="primary", on_click=_on_apply, width="stretch",
+                                  icon=":material/check:", help="A router weight, the decider and its thresholds, "
+                                  "or the link: the fleet runs on with them from the event on screen. Anything "
+                                  "else: the fleet starts again at event 0.")
         at_defaults = dataclasses.replace(scenario, event=-1) == DEFAULTS
         st.button("Default fleet", key="fleet_defaults", on_click=_on_defaults, width="stretch",
                   icon=":material/settings_backup_restore:", disabled=at_defaults)

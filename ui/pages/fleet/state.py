@@ -17,11 +17,13 @@ LESSON_PARAM = "lesson"  # ?lesson=13_where_a_request_lands&event=18: a fleet le
 
 
 def start(scenario: FleetScenario) -> FleetRun:
-    """Build the scenario's fleet and run it to its event; it replaces the session's only if it builds
-    (ValueError, e.g. a budget, leaves the fleet on screen as it was)."""
+    """Build the scenario's fleet, run its script of live changes and then to its event; it replaces the
+    session's only if it builds (ValueError, e.g. a budget, leaves the fleet on screen as it was)."""
     run = FleetRun(default_config().with_changes(**scenario.engine), scenario.fleet, scenario.load, cached_load)
-    if scenario.event >= 0:
-        run.step(min(scenario.event, FLEET_EVENTS - 1) + 1)
+    run.follow(scenario.changes)
+    event = min(scenario.event, FLEET_EVENTS - 1)
+    run.step(event - run.cursor)
+    run.seek(event)  # a link may look at an event before its last change
     s = session()
     s.fleet, s.fleet_playing = run, False
     s.fleet_lesson, s.fleet_grades = None, {}  # a lesson's questions are about its own fleet

@@ -40,26 +40,27 @@ def _heavy(text: str, job: Callable[[Callable[[int], None]], object], total: int
 
 
 def ab(run: FleetRun) -> None:
-    s = session()
-    st.caption("A is the fleet on screen; B is the same but for the knobs below. Both serve the same requests "
-               f"({run.load.label()}) to the end, on the same modeled clock.")
+    s, fleet = session(), run.fleet_next()
+    st.caption("A is the fleet on screen, with the knobs it has at this event; B is the same but for the knobs "
+               f"below. Both serve the same requests ({run.load.label()}) from the start to the end, on the same "
+               "modeled clock.")
     cols = st.columns(3, vertical_alignment="bottom")
     for col, name in zip(cols, ("router", "num_replicas", "num_prefill_replicas"), strict=True):
         knob, key = FLEET_KNOB[name], f"fleet_ab_{name}"
         if not s.has_widget(key):
-            s.set_widget(key, getattr(run.fleet, name))
+            s.set_widget(key, getattr(fleet, name))
         if knob.choices:
             col.selectbox(f"B: {name}", knob.choices, key=key, help=knob.help)
         else:
             col.number_input(f"B: {name}", int(knob.low), int(knob.high), key=key, help=knob.help)
     if st.button("Run A and B to the end", key="fleet_ab_run", type="primary", icon=":material/compare_arrows:"):
         try:
-            b = dataclasses.replace(run.fleet, **{n: s.widget(f"fleet_ab_{n}") for n in
+            b = dataclasses.replace(fleet, **{n: s.widget(f"fleet_ab_{n}") for n in
                                                  ("router", "num_replicas", "num_prefill_replicas")})
         except ValueError as exc:
             st.error(f"B cannot run: {plain(exc)}.")
             return
-        rows = _heavy("Running A, then B…", lambda progress: compare(run.config, run.fleet, b, run.load,
+        rows = _heavy("Running A, then B…", lambda progress: compare(run.config, fleet, b, run.load,
                                                                       cached_load, progress), 2)
         if rows is not None:
             s.fleet_ab = rows
@@ -75,7 +76,7 @@ def _on_sweep_knob() -> None:
 
 
 def sweep_panel(run: FleetRun) -> None:
-    s = session()
+    s, fleet = session(), run.fleet_next()  # the knobs the fleet has at the event on screen
     if not s.has_widget("fleet_sweep_values"):
         s.set_widget("fleet_sweep_values", SUGGESTED[RATE])
     left, right = st.columns([1, 2], vertical_alignment="bottom")
@@ -84,14 +85,14 @@ def sweep_panel(run: FleetRun) -> None:
     right.text_input("Values, separated by commas", key="fleet_sweep_values", help="Up to 8 values.")
     if st.button("Run the sweep", key="fleet_sweep_run", type="primary", icon=":material/show_chart:"):
         try:
-            values = parse_values(knob, s.widget("fleet_sweep_values"), run.fleet)
+            values = parse_values(knob, s.widget("fleet_sweep_values"), fleet)
         except ValueError as exc:
             st.error(f"The sweep did not run: {plain(exc)}.")
             return
         points = _heavy(f"Running the fleet with {len(values)} values of {knob}…", lambda progress: sweep(
-            run.config, run.fleet, run.load, knob, values, cached_load, progress), len(values))
+            run.config, fleet, run.load, knob, values, cached_load, progress), len(values))
         if points is not None:
-            current = run.load.rate if knob == RATE else getattr(run.fleet, knob)
+            current = run.load.rate if knob == RATE else getattr(fleet, knob)
             s.fleet_sweep = dict(knob=knob, points=points, current=current)
     if s.fleet_sweep:
         knob, points = s.fleet_sweep["knob"], s.fleet_sweep["points"]
