@@ -6,7 +6,7 @@ chromium through Playwright, the lab's default page at 1280x800, N clicks of Ste
 another. A click has settled when the heading names the new step, the script has stopped
 running and no element is still marked stale. Each click is split where the time goes:
 the server's script run (the websocket's first message back to the last), the bytes it
-sent, and the browser's drawing after the last message.
+sent, the browser's drawing after the last message, and the server process's CPU time.
 
 The Fleet page's Step (one fleet event on its default 4-replica fleet) is timed the same way in the
 same run, and reported as a ratio to the lab page's.
@@ -16,6 +16,9 @@ same run, and reported as a ratio to the lab page's.
 """
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 from bench.common import (
     CHROMIUM,
@@ -61,9 +64,16 @@ SETTLED = r"""([word, n]) => {
 PAGES = {"lab": ("/", "Ready at step 0", "Step"), "fleet": ("/fleet", "requests will arrive", "Event")}
 
 
-def measure(url: str, clicks: int, page_name: str = "lab") -> list[dict]:
+def server_cpu_s(pid: int) -> float:
+    """CPU-seconds the server process has used so far (user + system, from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(url: str, clicks: int, page_name: str = "lab", pid: int | None = None) -> list[dict]:
     """Each click's total ms, the server's span (its first message to its last), the bytes it sent,
-    and the drawing after the last message, all stamped in the page."""
+    and the drawing after the last message, all stamped in the page; and the server's CPU time for it
+    (from the click until the page settled: the script run, and the engine step in its callback)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -76,14 +86,17 @@ def measure(url: str, clicks: int, page_name: str = "lab") -> list[dict]:
         page.wait_for_function("() => window.labKeys !== undefined")
         out = []
         for n in range(clicks):
+            cpu = server_cpu_s(pid) if pid else 0.0
             page.evaluate(CLICK)
             page.wait_for_function(SETTLED, arg=[word, n], timeout=60_000, polling="raf")
+            cpu = (server_cpu_s(pid) - cpu) * 1000 if pid else float("nan")
             clicked, settled, messages = page.evaluate(
                 "() => [labClicked, labSettled, labMessages.filter(m => m[0] <= labSettled)]")
             first, last = (messages[0][0], messages[-1][0]) if messages else (settled, settled)
             out.append({"total_ms": settled - clicked, "until_first_message_ms": first - clicked,
                         "server_span_ms": last - first, "messages": len(messages),
-                        "bytes": sum(b for _, b in messages), "drawing_ms": settled - last})
+                        "bytes": sum(b for _, b in messages), "drawing_ms": settled - last,
+                        "server_cpu_ms": cpu})
             page.wait_for_timeout(300)  # a person's pause between clicks
         browser.close()
     return out
@@ -96,11 +109,12 @@ def main(argv: list[str] | None = None) -> dict:
     if not CHROMIUM.exists():
         raise SystemExit(f"{CHROMIUM} is missing: apt-get install chromium")
     clicks = args.clicks or (5 if args.quick else 30)
-    keys = ["total_ms", "until_first_message_ms", "server_span_ms", "drawing_ms", "messages", "bytes"]
+    keys = ["total_ms", "until_first_message_ms", "server_span_ms", "drawing_ms", "server_cpu_ms", "messages",
+            "bytes"]
     summaries, all_runs = {}, {}
-    with lab_server() as (_, url):
+    with lab_server() as (server, url):
         for name in PAGES:
-            runs = all_runs[name] = measure(url, clicks, name)
+            runs = all_runs[name] = measure(url, clicks, name, server.pid)
             summary = summaries[name] = {k: {"p50": median([r[k] for r in runs]),
                                              "p95": percentile([r[k] for r in runs], 95)} for k in keys}
             print_table(f"A Step click on the {name} page in Chromium, {clicks} clicks (ms; bytes sent per click)",

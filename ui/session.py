@@ -102,7 +102,7 @@ class Session:
     playing: bool = False
     play_meter: PlayMeter = field(default_factory=PlayMeter)  # the speed auto-play delivers
     live_run: Run | None = None  # the live run, kept while a saved run is replayed
-    knobs_shown: EngineConfig | None = None  # the knobs the sidebar was drawn with (see ui/pages/lab/views.py)
+    sidebar_for: tuple | None = None  # what the lab page's sidebar was drawn for (ui/pages/lab/views.py)
     aside_at: tuple[int, int] | None = None  # (cursor, steps) the lesson panel was drawn for
     link_opened: bool = False
     welcomed: bool = False  # the first-visit welcome was shown and left, or a link or lesson opened

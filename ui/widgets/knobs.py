@@ -147,7 +147,6 @@ def knobs_panel() -> None:
     config = s.run.config_next()
     for name, value in config.to_dict().items():
         s.set_widget(_key(name), _to_widget(name, value))
-    s.knobs_shown = config  # the live views compare against it after time travel
     for i, (group, (title, note)) in enumerate(GROUP_TEXT.items()):
         with st.expander(title, expanded=i == 0):
             st.caption(note)

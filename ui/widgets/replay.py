@@ -49,7 +49,6 @@ def sidebar() -> None:
     """The file's config (read-only) and the ways out of the replay."""
     s = session()
     run: Recording = s.run
-    s.knobs_shown = run.config_next()  # the live views compare against it (see ui/pages/lab/views.py)
     with st.sidebar:
         st.markdown("### :material/neurology: Scheduler Loop Lab")
         st.header("Replay", divider="gray")

@@ -47,10 +47,14 @@ def share_panel() -> None:
                            f"{count:,} parameters, and a link opens with at most {LINK_PARAMS:,}. Share it as a "
                            "file instead: **Export ▸ Run (JSONL)**, which anyone can open under *Load a saved run*.")
             else:
-                url = share_url()
-                st.caption("Opens the lab at this step, with these knobs and this workload. Copy it with the "
-                           "button at the code block's right; the address bar holds the same link.")
+                # Drawn with the sidebar, which a Step does not redraw (ui/pages/lab/page.py): so the link
+                # says which step it opens at, and the button below brings it up to the step on screen.
+                url, at = share_url(), "before step 0" if run.cursor < 0 else f"at step {run.cursor}"
+                st.caption(f"Opens the lab **{at}**, with these knobs and this workload. Copy it with the button "
+                           "at the code block's right. The address bar always holds the link to the step on screen.")
                 st.code(url, language=None, wrap_lines=True)
+                st.button("Link to the step on screen", key="share_refresh", icon=":material/refresh:",
+                          width="stretch", help="Make the link again, for the step the views show now.")
                 if len(url) > LONG_LINK:
                     st.warning(f"This link is {len(url)} characters long: some mail and chat tools cut links that "
                                "long. Export the run instead.")

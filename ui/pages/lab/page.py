@@ -1,5 +1,10 @@
 """The lab page: the sidebar, the welcome, the step bar, then the live views; in a lesson, the
-lesson panel (ui/pages/lesson/) beside them, holding the step bar at each of its questions."""
+lesson panel (ui/pages/lesson/) beside them, holding the step bar at each of its questions.
+
+Everything right of the sidebar is one ``st.fragment`` (the stage): a click of Step, Back or
+Run reruns only it, not the sidebar's hundred elements, which a step rarely changes. When it
+does change what the sidebar shows (ui/pages/lab/views.py: sidebar_state), the stage redraws
+the whole page."""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import streamlit as st
 from ui import link
 from ui.draw import CSS, flashes, plain
 from ui.pages import lesson as lesson_panel
-from ui.pages.lab.views import live
+from ui.pages.lab.views import live, sidebar_stale, sidebar_state
 from ui.session import readable_lessons, session
 from ui.widgets import presenter
 from ui.widgets import replay as replay_widgets
@@ -62,15 +67,25 @@ def page() -> None:
     link.open_link()  # a shared link's scenario, on a session's first run
     s = session()
     try:
-        run = s.run
+        s.sidebar_for = sidebar_state(s)  # builds the run: a model that cannot load is one message here
     except ValueError as exc:  # the default model is missing or cannot be loaded
         st.error(f"The lab could not start its engine: {plain(exc)}")
         st.stop()
     _sidebar()
+    s.sidebar_for = sidebar_state(s)  # after the sidebar's own callbacks and drawing
     presenter.apply()
+    st.markdown(CSS, unsafe_allow_html=True)
+    st.fragment(_stage)()
+
+
+def _stage() -> None:
+    """The part a step reruns: the welcome, the step bar, the notices, the views and the lesson panel."""
+    s = session()
+    if sidebar_stale():
+        st.rerun()  # the step changed what the sidebar shows: redraw the whole page
+    run = s.run
     if s.replaying:
         replay_widgets.notice()
-    st.markdown(CSS, unsafe_allow_html=True)
     in_lesson = s.lesson() is not None
     if in_lesson or s.presenting or run.records:
         s.welcomed = True

@@ -1,6 +1,8 @@
 """The live part of the lab page: the step on screen's views and the history tabs.
 
-It is one ``st.fragment``: auto-play and the scrubber rerun only it, not the sidebar.
+It is one ``st.fragment``, inside the page's own (ui/pages/lab/page.py): auto-play and the
+scrubber rerun only it. Neither reruns the sidebar, so each checks first that the sidebar
+still shows what it was drawn for (``sidebar_state``), and redraws the whole page if not.
 Each chart comes from the figure registry (lab/charts/registry.py)."""
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from lab.run import History
 from ui import link
 from ui.draw import chart
 from ui.pages.lab.sections import event_log, generated_text, header, intro, scrubber, slo_summary, why
-from ui.session import session
+from ui.session import Session, session
 from ui.widgets.step_bar import Hold
 
 
@@ -63,6 +65,20 @@ def history_tabs(run: History, records: list[StepRecord]) -> None:
                 _chart("replay", frame)
 
 
+def sidebar_state(s: Session) -> tuple:
+    """What the sidebar (and the presenter's page style) draws from the session: the knobs of the next
+    step, the workload, the lesson, whether there is anything to export, a replay, presenter mode. A
+    click in the stage that changes any of it (time travel across a knob change, the first step, Exit
+    presenter mode) must redraw the whole page; a step rarely does."""
+    run = s.run
+    return s.replaying, s.presenting, s.lesson_id, run.config_next(), len(run.items()), bool(run.records)
+
+
+def sidebar_stale() -> bool:
+    s = session()
+    return sidebar_state(s) != s.sidebar_for
+
+
 def _aside_stale(run: History) -> bool:
     """The side panel shows another step than the views: the slider moved, rerunning only the views."""
     s = session()
@@ -82,14 +98,14 @@ def _play_one(hold: Hold | None) -> None:
 def live(hold: Hold | None = None) -> None:
     """The fragment auto-play and the scrubber rerun: a step when playing, the address bar, the views."""
     s = session()
+    if sidebar_stale() or _aside_stale(s.run):  # before auto-play's step, so a redraw never takes one twice
+        st.rerun()  # time travel crossed a knob change or left the aside's step: redraw the whole page
     started = s.play_meter.started() if s.playing else None
     if s.playing:
         _play_one(hold)
     run = s.run
     scrubber(run)
     link.sync_link()  # the address bar follows every step, knob and workload change
-    if run.config_next() != s.knobs_shown or _aside_stale(run):
-        st.rerun()  # time travel crossed a knob change or left the aside's step: redraw the whole page
     views(run)
     if started is not None:
         s.play_meter.finished(started)
