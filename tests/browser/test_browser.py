@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.click_latency import STAMP_MESSAGES
 from bench.common import CHROMIUM, CHROMIUM_ARGS, lab_server
 
 # A real browser beside a real server on two shared cores: a click can land while the page
@@ -133,6 +134,29 @@ def test_stepping_changes_the_charts(page):
     page.set_viewport_size({"width": VIEWPORT["width"], "height": 2400})  # the whole page, for a reviewer
     page.wait_for_timeout(1500)
     screenshot(page, "lab_step4_full.png")
+    assert_no_exception(page)
+
+
+def test_a_step_redraws_the_sidebar_only_when_it_changes_what_the_sidebar_shows(page):
+    """The stage right of the sidebar is a fragment: a Step reruns it alone, unless the step changes
+    the sidebar (here the first step, which gives the exports something to export). A rerun of the
+    whole page sends a message for each of the sidebar's elements; a Step of the stage sends fewer
+    messages than the sidebar has elements."""
+    page.add_init_script(STAMP_MESSAGES)
+    page.reload()
+    page.get_by_role("heading", name="Ready at step 0").wait_for()
+    page.get_by_test_id("stSidebar").get_by_text("Export", exact=True).click()
+    assert page.get_by_test_id("stSidebar").get_by_role("button", name="Run (JSONL)").is_disabled()
+    button(page, "Step").click()
+    wait_for_step(page, 0)
+    assert page.get_by_test_id("stSidebar").get_by_role("button", name="Run (JSONL)").is_enabled()
+    in_sidebar = page.get_by_test_id("stSidebar").get_by_test_id("stElementContainer").count()
+    for step in (1, 2):
+        page.evaluate("() => { window.labMessages.length = 0; }")
+        button(page, "Step").click()
+        wait_for_step(page, step)
+        sent = page.evaluate("() => window.labMessages.length")
+        assert sent < in_sidebar, f"step {step}: {sent} messages, the sidebar alone has {in_sidebar} elements"
     assert_no_exception(page)
 
 

@@ -97,7 +97,8 @@ def test_a_link_reproduces_the_run_step_for_step(lab_env):
     assert link == {"k.num_gpu_blocks": "12", "preset": "burst", "req.0": "KING:\nWho goes there?",
                     "req.0.max_tokens": "24", "req.0.arrival_step": "6", "req.0.at": "3", "at3.max_num_seqs": "3",
                     "step": "6"}
-    assert any(code.value.endswith("step=6") for code in app.code)  # the sidebar's share link
+    assert any(code.value.endswith("step=6") for code in app.code)  # the sidebar's share link ...
+    assert any("Opens the lab **at step 6**" in c.value for c in app.caption)  # ... saying where it opens
 
     opened = open_app(link)
     assert not opened.warning
