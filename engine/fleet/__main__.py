@@ -160,8 +160,8 @@ def _serve(fleet: Fleet, num_requests: int, max_events: int | None, records: Tex
     with tqdm(total=num_requests, unit="req", desc="requests finished", file=sys.stderr) as bar:
         while fleet.has_unfinished_requests() and (max_events is None or fleet.index < max_events):
             rec = fleet.step()
-            if rec.step is not None:
-                bar.update(len(rec.step.finished))
+            if rec.step is not None:  # a disaggregated request's one-token prefill is not its finish
+                bar.update(sum(fleet.placement.get(rid) == rec.replica for rid in rec.step.finished))
             if records:
                 records.write(json.dumps(rec.to_dict(), ensure_ascii=False) + "\n")
 
