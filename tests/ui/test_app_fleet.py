@@ -120,7 +120,15 @@ def test_a_live_knob_applied_at_a_past_event_branches_there_and_the_link_keeps_t
     assert run.changes == {10: {"kv_link": "eth-100", "prefix_cache_scorer_weight": 0.0}}
     assert "From event 10 on, the fleet runs with" in fleet_page.info[0].value
     assert fleet_page.query_params["at10.f.kv_link"] == "eth-100"
-    click(fleet_page, "step")
+    assert fleet_page.selectbox(key="fleet_kv_link").value == "eth-100"  # the sidebar shows this event's knobs
+    for _ in range(2):
+        click(fleet_page, "back")  # event 7: the next event, 8, is before the change
+    assert fleet_page.selectbox(key="fleet_kv_link").value == "ib-ndr"
+    assert fleet_page.number_input(key="fleet_prefix_cache_scorer_weight").value == 3.0
+    fleet_page.number_input(key="fleet_run_n").set_value(3)
+    click(fleet_page, "run_steps")  # forward through the recorded events 8 and 9, then event 10 is run
+    assert session_of(fleet_page).fleet.cursor == 10 and len(run.records) == 11
+    assert fleet_page.selectbox(key="fleet_kv_link").value == "eth-100"
     other = open_fleet(dict(fleet_page.query_params))
     again = session_of(other).fleet
     assert again.changes == run.changes and again.cursor == 10

@@ -7,6 +7,8 @@ ones, Play steps on its own, and the keys are the same (→, ←, Space).
 
 from __future__ import annotations
 
+import dataclasses
+
 import streamlit as st
 
 from lab.fleet.link import scenario_of
@@ -75,6 +77,8 @@ def _live() -> None:
     """The part auto-play reruns: an event when playing, the slider, the address bar, the views."""
     s = session()
     run = s.fleet
+    if not s.presenting and run.fleet_next() != s.fleet_sidebar_for:
+        st.rerun()  # the slider crossed a live change: the sidebar's knobs must show this event's
     if s.fleet_playing:
         if run.done or not lesson.hold(run, 1):
             s.fleet_playing = False
@@ -103,7 +107,9 @@ def page() -> None:
         st.error(f"The fleet could not start: {exc}")
         st.stop()
     if not s.presenting:
-        knobs.sidebar(scenario_of(run))
+        # The knobs the fleet has at the event on screen (a live change is among them from its event on).
+        knobs.sidebar(dataclasses.replace(scenario_of(run), fleet=run.fleet_next()))
+        s.fleet_sidebar_for = run.fleet_next()
     presenter.apply()
     st.markdown(CSS, unsafe_allow_html=True)
     step_bar()
