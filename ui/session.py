@@ -22,7 +22,6 @@ from typing import Any
 import streamlit as st
 
 from engine import EngineConfig, LoadedModel, load_model
-from engine.fleet.config import FleetConfig
 from engine.workload import WorkloadSource
 from lab.budgets import check_offered
 from lab.compare import ABRun
@@ -114,7 +113,7 @@ class Session:
     ab_workload: str = ""  # the label of the workload the A/B runs
     sweep: dict | None = None  # the last sweep's result, kept until the next
     fleet: FleetRun | None = None  # the Fleet page's run (ui/pages/fleet/)
-    fleet_sidebar_for: FleetConfig | None = None  # the fleet knobs the Fleet page's sidebar was drawn with
+    fleet_sidebar_for: tuple | None = None  # what the Fleet page's sidebar was drawn for (ui/pages/fleet/page.py)
     fleet_link_opened: bool = False
     fleet_playing: bool = False
     fleet_ab: list[dict] | None = None  # the Fleet page's last A/B and sweep results

@@ -77,7 +77,7 @@ def _live() -> None:
     """The part auto-play reruns: an event when playing, the slider, the address bar, the views."""
     s = session()
     run = s.fleet
-    if not s.presenting and run.fleet_next() != s.fleet_sidebar_for:
+    if _sidebar_state() != s.fleet_sidebar_for:
         st.rerun()  # the slider crossed a live change: the sidebar's knobs must show this event's
     if s.fleet_playing:
         if run.done or not lesson.hold(run, 1):
@@ -109,9 +109,25 @@ def page() -> None:
     if not s.presenting:
         # The knobs the fleet has at the event on screen (a live change is among them from its event on).
         knobs.sidebar(dataclasses.replace(scenario_of(run), fleet=run.fleet_next()))
-        s.fleet_sidebar_for = run.fleet_next()
+    s.fleet_sidebar_for = _sidebar_state()
     presenter.apply()
     st.markdown(CSS, unsafe_allow_html=True)
+    st.fragment(_stage)()
+
+
+def _sidebar_state() -> tuple:
+    """What the sidebar (and the presenter's page style) draws: the fleet's knobs at the event on screen,
+    its load, the lesson, presenter mode. A click in the stage that changes any of it redraws the page."""
+    s = session()
+    run = s.fleet
+    return s.presenting, s.fleet_lesson, run.config, run.load, run.fleet_next()
+
+
+def _stage() -> None:
+    """Right of the sidebar, rerun alone by a click of the step bar (the sidebar's form is not redrawn)."""
+    s = session()
+    if _sidebar_state() != s.fleet_sidebar_for:
+        st.rerun()
     step_bar()
     flashes()
     st.fragment(_live, run_every=1 / PLAY_EVENTS_PER_S if s.fleet_playing else None)()
