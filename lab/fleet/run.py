@@ -141,7 +141,7 @@ class FleetRun:
 
     def step(self, n: int = 1) -> list[FleetRecord]:
         """The next n events: first those already run after the cursor, then new ones (stops when done)."""
-        shown = min(n, len(self.records) - 1 - self.cursor)
+        shown = max(0, min(n, len(self.records) - 1 - self.cursor))
         self.cursor += shown
         new = []
         while len(new) < n - shown and not self.done:

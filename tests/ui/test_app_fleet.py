@@ -135,6 +135,15 @@ def test_a_live_knob_applied_at_a_past_event_branches_there_and_the_link_keeps_t
     assert again.fleet_next().kv_link == "eth-100" and again.fleet.kv_link == "ib-ndr"
 
 
+def test_a_link_may_look_at_an_event_before_its_last_change(lab_model, monkeypatch):
+    monkeypatch.setenv("LAB_MODEL", lab_model)
+    app = open_fleet({"at20.f.kv_link": "eth-100", "event": "5"})
+    run = session_of(app).fleet
+    assert (run.cursor, len(run.records), run.changes) == (5, 20, {20: {"kv_link": "eth-100"}})
+    assert app.selectbox(key="fleet_kv_link").value == "ib-ndr"  # event 5's knobs
+    assert not app.warning
+
+
 def test_a_bad_knob_is_named_and_the_fleet_on_screen_is_kept(fleet_page):
     fleet_page.number_input(key="fleet_run_n").set_value(5)
     click(fleet_page, "run_steps")

@@ -22,7 +22,7 @@ def start(scenario: FleetScenario) -> FleetRun:
     run = FleetRun(default_config().with_changes(**scenario.engine), scenario.fleet, scenario.load, cached_load)
     run.follow(scenario.changes)
     event = min(scenario.event, FLEET_EVENTS - 1)
-    run.step(event - run.cursor)
+    run.step(max(0, event - run.cursor))
     run.seek(event)  # a link may look at an event before its last change
     s = session()
     s.fleet, s.fleet_playing = run, False
