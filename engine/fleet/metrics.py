@@ -20,14 +20,17 @@ def fleet_metrics(fleet) -> dict:
     """{'aggregate': the run over the whole fleet, 'replicas': one row each, 'requests': one row each}.
     The fleet's time is its makespan on the modeled clock: from 0 to the last replica's last step."""
     handoffs = fleet.disagg.handoffs if fleet.disagg else {}
+    # Each request where it runs. Mid-run, a disaggregated request whose KV has not yet reached its
+    # decode replica is on neither (its prefill replica's copy ended at its first token): it is
+    # counted once it arrives, as a request that has not arrived yet is.
+    placed = {rid: replica for rid, replica in fleet.placement.items() if rid in fleet.replicas[replica].requests}
     per_request = [{**request_metrics(fleet.replicas[replica].requests[rid], priced=True), "replica": replica,
                     **(_journey(fleet, handoffs[rid]) if rid in handoffs else {})}
-                   for rid, replica in fleet.placement.items()]
+                   for rid, replica in placed.items()]
     engines = fleet.replicas
     counters = {k: sum(e.counters[k] for e in engines) for k in COUNTER_KEYS}
     # A disaggregated request finishes twice (its one-token prefill, then its decode): count it where it ended.
-    ended = sum(fleet.replicas[replica].requests[rid].finish_reason is not None
-                for rid, replica in fleet.placement.items())
+    ended = sum(fleet.replicas[replica].requests[rid].finish_reason is not None for rid, replica in placed.items())
     gauges = {"num_requests_finished": ended,
               "num_requests_running": sum(len(e.scheduler.running) for e in engines),
               "num_requests_waiting": sum(len(e.scheduler.waiting) for e in engines),

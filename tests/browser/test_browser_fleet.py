@@ -121,3 +121,32 @@ def test_ab_runs_two_fleets_on_the_same_requests_and_tabulates_them(browser, ser
         assert grid.bounding_box()["height"] > 60
         screenshot(page, "fleet_ab.png")
         assert_no_exception(page)
+
+
+def test_a_step_reruns_the_stage_not_the_sidebar_and_a_kv_copy_is_drawn_between_strips(browser, server):
+    """A Step's messages draw nothing in the sidebar (the stage is a fragment; each delta names its root
+    container, 1 for the sidebar); on a disaggregated fleet, a copy on the link is an arrow from the
+    prefill strip to the decode strip."""
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    frames: list[bytes] = []
+    with open_fleet(browser, server, "?f.num_prefill_replicas=1&event=23") as page:
+        page.on("websocket", lambda ws: ws.on("framereceived", lambda data: frames.append(data)))
+        page.reload()
+        wait_for_event(page, 23)
+        connected(page)
+        frames.clear()
+        button(page, "Step").click()
+        wait_for_event(page, 24)
+        roots = []
+        for data in frames:
+            msg = ForwardMsg()
+            msg.ParseFromString(data)
+            if msg.WhichOneof("type") == "delta":
+                roots.append(msg.metadata.delta_path[0])
+        assert roots and 1 not in roots, "a Step redrew part of the sidebar"
+        arrows = page.locator(".st-key-fleet_replicas .annotation-arrow-g")
+        expect(arrows.first).to_be_attached()
+        assert page.locator(".st-key-fleet_replicas").get_by_text(re.compile(r"on the link: r\d+ 0→\d")).count()
+        screenshot(page, "fleet_kv_on_the_link.png")
+        assert_no_exception(page)

@@ -179,3 +179,20 @@ def test_a_request_its_first_token_ends_leaves_no_count_behind_on_its_decode_rep
     for pool in fleet.pools:
         assert pool.router.in_flight == [0] * len(pool.engines), (pool.role, pool.router.in_flight)
         assert not any(getattr(pool.router, "active", [{}])), pool.role
+
+
+def test_the_metrics_can_be_read_after_every_event_even_with_kv_on_the_link(tiny_llama):
+    """The Fleet page reads the metrics mid-run: a request whose KV is still on its way to the decode
+    replica is on neither replica yet, and is counted once it arrives."""
+    fleet = pd_fleet(tiny_llama, prefill=1, decode=2, kv_link="eth-100")
+    for i in range(6):
+        fleet.add_request(PROMPTS[i % 4], SamplingParams(max_tokens=5, ignore_eos=True), arrival_ms=1.0 * i)
+    finished, in_flight_seen = [], False
+    while fleet.has_unfinished_requests():
+        fleet.step()
+        aggregate = fleet_metrics(fleet)["aggregate"]
+        on_the_way = [rid for rid, r in fleet.placement.items() if rid not in fleet.replicas[r].requests]
+        in_flight_seen |= bool(on_the_way)
+        finished.append(aggregate["num_requests_finished"])
+    assert in_flight_seen, "no event had a KV copy on its way: the test saw nothing"
+    assert finished == sorted(finished) and finished[-1] == 6

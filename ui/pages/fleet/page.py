@@ -42,9 +42,16 @@ def _on_back() -> None:
     s.fleet.back()
 
 
-def _on_play() -> None:
+def _set_playing(playing: bool) -> None:
+    """Play or Pause, as pressed: not a toggle, since Streamlit can deliver a click twice when it lands
+    while auto-play redraws, and a second Pause must leave the fleet paused (ui/widgets/step_bar.py)."""
     s = session()
-    s.fleet_playing = not s.fleet_playing and not s.fleet.done
+    s.fleet_playing = playing and not s.fleet.done
+
+
+def _on_space() -> None:
+    """Space toggles: each press arrives once (ui/widgets/keys.py counts them)."""
+    _set_playing(not session().fleet_playing)
 
 
 def step_bar() -> None:
@@ -62,10 +69,14 @@ def step_bar() -> None:
     cols[2].button("Run", icon=":material/fast_forward:", key="run_steps", on_click=_on_step,
                    disabled=run.done or playing, width="stretch", help="Run the number of events on the right.")
     cols[3].number_input("events", 1, 5000, 25, key="fleet_run_n", label_visibility="collapsed")
-    cols[4].button("Pause" if playing else "Play", icon=":material/pause:" if playing else ":material/play_arrow:",
-                   key="fleet_play", on_click=_on_play, disabled=run.done and not playing, width="stretch",
-                   help=f"Step {PLAY_EVENTS_PER_S:g} events a second. Key: Space")
-    keys.listen({"step": lambda: _on_step(1), "back": _on_back, "play": _on_play, "run": _on_step})
+    if playing:  # two buttons under two keys: a Pause click delivered late can never press Play
+        cols[4].button("Pause", icon=":material/pause:", key="fleet_pause", on_click=_set_playing, args=(False,),
+                       width="stretch", help="Stop at the event shown. Key: Space")
+    else:
+        cols[4].button("Play", icon=":material/play_arrow:", key="fleet_play", on_click=_set_playing, args=(True,),
+                       disabled=run.done, width="stretch",
+                       help=f"Step {PLAY_EVENTS_PER_S:g} events a second. Key: Space")
+    keys.listen({"step": lambda: _on_step(1), "back": _on_back, "play": _on_space, "run": _on_step})
     with cols[5].popover("Keys", icon=":material/keyboard:", width="stretch", help="Keyboard shortcuts"):
         keys.keys_help()
     if s.presenting:
