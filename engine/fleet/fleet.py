@@ -74,8 +74,8 @@ class Fleet:
         self.replicas = [Engine(config.with_changes(num_gpu_blocks=n, **({"engine_preset": p} if p else {})),
                                 self.loaded) for n, p in zip(pools, presets, strict=True)]
         split, n = self.fleet.num_prefill_replicas, len(pools)
-        self.pools = [self._pool("all", 0, n, self.fleet)] if not split else [
-            self._pool("prefill", 0, split, self.fleet), self._pool("decode", split, n, decode_rules(self.fleet))]
+        self.pools = [self._pool("all", 0, n)] if not split else [self._pool("prefill", 0, split),
+                                                                   self._pool("decode", split, n)]
         self.disagg = Disaggregation(self) if split else None
         self.placement: dict[str, int] = {}  # request id -> the replica it was sent to
         self.decisions: list[RoutingDecision] = []
@@ -88,8 +88,13 @@ class Fleet:
         # a change (an arrival, or pages freed or filled by a transfer), not step again at the same time.
         self._stalled: set[int] = set()
 
-    def _pool(self, role: str, first: int, end: int, rules: FleetConfig) -> Pool:
+    def _rules(self, role: str) -> FleetConfig:
+        """The knobs a pool's router reads: the fleet's, or for decode replicas Dynamo's decode rules."""
+        return decode_rules(self.fleet) if role == "decode" else self.fleet
+
+    def _pool(self, role: str, first: int, end: int) -> Pool:
         sizes = [e.config.num_gpu_blocks for e in self.replicas[first:end]]
+        rules = self._rules(role)
         router = ROUTER_CLASSES[rules.router](rules, self.config.block_size, sizes)
         return Pool(role, first, self.replicas[first:end], router)
 
@@ -116,7 +121,7 @@ class Fleet:
                              f"from it (live: {', '.join(sorted(LIVE_FLEET_KNOBS))})")
         self.fleet = dataclasses.replace(self.fleet, **knobs)  # checked before anything changes
         for pool in self.pools:
-            pool.router.fleet = decode_rules(self.fleet) if pool.role == "decode" else self.fleet
+            pool.router.fleet = self._rules(pool.role)
 
     # ---- requests ---------------------------------------------------------------------------
 

@@ -6,14 +6,14 @@ request; a replica opened on its own is drawn with the lab page's views and colo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
 from engine.fleet.records import FleetRecord, ReplicaState
 from lab.charts.style import layout
 from lab.charts.window import MAX_ROWS
-from lab.fleet.views import Journey, journeys
+from lab.fleet.views import Journey
 from lab.palette import CACHED_FREE, FREE, OKABE_ITO, TOL_MUTED
 
 REPLICA_COLORS = TOL_MUTED + OKABE_ITO
@@ -82,11 +82,11 @@ def _spans(j: Journey, now_ms: float) -> list[tuple[int | None, float, float]]:
     return out
 
 
-def timeline_figure(records: Sequence[FleetRecord]) -> go.Figure:
-    """Each request (the latest MAX_ROWS) as a bar from its arrival to its finish, coloured by the replica
-    it ran on; a disaggregated one in two colours, with its KV copy on the link in grey between."""
-    now_ms = records[-1].clock_ms if records else 0.0
-    shown = list(journeys(records).values())[-MAX_ROWS:]
+def timeline_figure(trips: Mapping[str, Journey], now_ms: float) -> go.Figure:
+    """Each request (the latest MAX_ROWS of `trips`, lab/fleet/views.py's journeys) as a bar from its
+    arrival to its finish at now_ms, coloured by the replica it ran on; a disaggregated one in two
+    colours, with its KV copy on the link in grey between."""
+    shown = list(trips.values())[-MAX_ROWS:]
     lines: dict[int | None, tuple[list, list]] = {}
     for j in shown:
         for replica, start, end in _spans(j, now_ms):

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from engine import EngineConfig
-from engine.fleet.config import FLEET_KNOB, FLEET_KNOBS, LIVE_FLEET_KNOBS, FleetConfig
+from engine.fleet.config import FLEET_KNOBS, LIVE_FLEET_KNOBS, FleetConfig
 from engine.knobs import KNOB, Knob
 from engine.values import parse, spell
 from lab.budgets import FLEET_EVENTS
@@ -58,6 +58,7 @@ PARAMS: tuple[Row, ...] = (
     Row("load.start_s", "load", "start_s", hint=float),
     Row("load.rate", "load", "rate", hint=float | None),
 )
+FLEET_ROW = {row.name: row for row in PARAMS if row.part == "fleet"}  # a live change reads as its f. row
 
 
 @dataclass
@@ -145,9 +146,7 @@ def _change(key: str, text: str, changes: dict[int, dict[str, object]], warnings
         warnings.append(f"{key}: the event must be in [0, {FLEET_EVENTS - 1}]")
     else:
         try:
-            value = parse(text, FLEET_KNOB[name].annotation)
-            FLEET_KNOB[name].check(value)
-            changes.setdefault(int(index), {})[name] = value
+            changes.setdefault(int(index), {})[name] = FLEET_ROW[name].parse(text)
         except ValueError as exc:
             warnings.append(f"{key}={text[:40]!r}: {exc}")
 

@@ -7,7 +7,7 @@ shows the fleet as it was then.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from engine.fleet.records import FleetRecord, RoutingDecision
@@ -46,11 +46,10 @@ def journeys(records: Sequence[FleetRecord]) -> dict[str, Journey]:
     return out
 
 
-def on_link(records: Sequence[FleetRecord]) -> list[Journey]:
-    """The requests whose KV cache is on the link at the latest event's time (one arriving at it included)."""
-    now = records[-1].clock_ms if records else 0.0
-    return [j for j in journeys(records).values() if j.transfer_start_ms is not None and j.transfer_start_ms <= now
-            and (j.transfer_end_ms is None or j.transfer_end_ms >= now)]
+def on_link(trips: Iterable[Journey], now_ms: float) -> list[Journey]:
+    """The requests whose KV cache is on the link at now_ms (one arriving then included)."""
+    return [j for j in trips if j.transfer_start_ms is not None and j.transfer_start_ms <= now_ms
+            and (j.transfer_end_ms is None or j.transfer_end_ms >= now_ms)]
 
 
 def decision_rows(decision: RoutingDecision) -> list[dict[str, object]]:

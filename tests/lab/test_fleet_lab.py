@@ -147,7 +147,7 @@ def test_the_timeline_agrees_with_the_fleet_metrics(finished):
         assert j.replica == metrics[rid]["replica"]
         request = finished.live.replicas[j.replica].requests[rid]  # the engine's own request
         assert (j.arrival_ms, j.finished_ms) == (request.arrival_ms, request.token_ms[-1])
-    fig = timeline_figure(finished.records)
+    fig = timeline_figure(journeys(finished.records), finished.records[-1].clock_ms)
     drawn = {y for trace in fig.data for y in trace.y if y is not None}
     assert drawn == set(paths)
 
@@ -196,7 +196,7 @@ def test_the_replicas_figure_draws_each_kv_copy_on_the_link_from_its_prefill_to_
     run.step(FLEET_EVENTS)
     checked = 0
     for i, record in enumerate(run.records):
-        crossing = on_link(run.records[: i + 1])
+        crossing = on_link(journeys(run.records[: i + 1]).values(), record.clock_ms)
         now = record.clock_ms
         expected = {j.request_id for j in journeys(run.records).values() if j.transfer_start_ms is not None
                     and j.transfer_start_ms <= now <= j.transfer_end_ms}

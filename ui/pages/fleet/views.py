@@ -11,7 +11,7 @@ from engine.fleet.records import FleetRecord, RoutingDecision
 from lab.charts import blocks, queues
 from lab.charts.fleet import replica_label, replicas_figure, timeline_figure
 from lab.fleet.run import FleetRun
-from lab.fleet.views import decision_rows, describe, on_link
+from lab.fleet.views import decision_rows, describe, journeys, on_link
 from ui.draw import chart, event_line
 from ui.pages.fleet.studies import studies
 from ui.session import session
@@ -108,7 +108,8 @@ def views(run: FleetRun) -> None:
                 "each event is an arrival routed, one replica's scheduler step, or a KV copy between replicas.")
     else:
         header(run, record)
-        chart(replicas_figure(record, on_link(run.records[: run.cursor + 1])), "fleet_replicas")
+        trips = journeys(run.records[: run.cursor + 1])  # read once, for the strips' copies and the timeline
+        chart(replicas_figure(record, on_link(trips.values(), record.clock_ms)), "fleet_replicas")
         left, right = st.columns([1, 1], gap="medium")
         with left:
             decision(record)
@@ -116,7 +117,7 @@ def views(run: FleetRun) -> None:
             recent_events(run)
         replica_view(run, record)
         st.markdown("##### Where each request ran")
-        chart(timeline_figure(run.records[: run.cursor + 1]), "fleet_timeline")
+        chart(timeline_figure(trips, record.clock_ms), "fleet_timeline")
     if session().presenting:
         return
     if record is not None:
