@@ -113,11 +113,12 @@ def fleet_figures(run, serialize: bool) -> None:
     """What the Fleet page draws for the event on screen, with the last-stepped replica opened."""
     from lab.charts import blocks, queues
     from lab.charts.fleet import replicas_figure, timeline_figure
-    from lab.fleet.views import decision_rows
+    from lab.fleet.views import decision_rows, journeys, on_link
 
     record = run.record
     replica = next((r.replica for r in reversed(run.records) if r.kind == "step"), None)
-    figs = [replicas_figure(record), timeline_figure(run.records)]
+    trips = journeys(run.records[: run.cursor + 1])
+    figs = [replicas_figure(record, on_link(trips.values(), record.clock_ms)), timeline_figure(trips, record.clock_ms)]
     if replica is not None:
         steps = run.replica_steps(replica)
         figs += [queues.figure(steps), blocks.figure(steps[-1], steps[-2] if len(steps) > 1 else None)]
