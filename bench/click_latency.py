@@ -23,7 +23,6 @@ from pathlib import Path
 from bench.common import (
     CHROMIUM,
     CHROMIUM_ARGS,
-    lab_server,
     median,
     parse,
     parser,
@@ -31,15 +30,19 @@ from bench.common import (
     print_table,
     write_results,
 )
+from tools.classroom import lab_server
 
 TARGET_P50_MS = 500.0  # issue 31: a Step click settled in 0.94 s median
 
-# Every websocket message's arrival, stamped in the page (a listener's view from Python lags).
+# Every websocket message's arrival, stamped in the page (a listener's view from Python lags); the
+# sockets themselves are kept too, so a test can drop one as a flaky network would.
 STAMP_MESSAGES = """(() => {
   const Real = window.WebSocket;
   window.labMessages = [];
+  window.labSockets = [];
   window.WebSocket = function (...args) {
     const ws = new Real(...args);
+    window.labSockets.push(ws);
     ws.addEventListener("message", (e) => window.labMessages.push(
       [performance.now(), e.data.byteLength ?? e.data.size ?? e.data.length ?? 0]));
     return ws;

@@ -12,14 +12,9 @@ import json
 import math
 import os
 import platform
-import socket
 import statistics
-import subprocess
-import sys
 import time
-import urllib.request
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -149,38 +144,3 @@ def write_results(out_dir: Path, name: str, data: dict) -> Path:
     path.write_text(json.dumps({"benchmark": name, "machine": machine(), **data}, indent=2) + "\n")
     print(f"\nwrote {path}")
     return path
-
-
-@contextmanager
-def lab_server(env: dict[str, str] | None = None, log: Path | None = None) -> Iterator[tuple[subprocess.Popen, str]]:
-    """`streamlit run app.py` on a free port of 127.0.0.1 only (never every interface: issue 32), and
-    its URL; env is added to this process's, the output goes to log (or nowhere); stopped on exit.
-    Raises RuntimeError, quoting the log's end, if it does not start within two minutes."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with log.open("w") if log else open(os.devnull, "w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port",
-             str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-            cwd=ROOT, env={**os.environ, **(env or {})}, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/_stcore/health", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    said = log.read_text()[-3000:] if log else ""
-                    raise RuntimeError(f"streamlit did not start\n{said}") from None
-                time.sleep(0.5)
-        yield proc, url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()

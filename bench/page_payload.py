@@ -17,7 +17,8 @@ import re
 import time
 from pathlib import Path
 
-from bench.common import CHROMIUM, CHROMIUM_ARGS, lab_server, parse, parser, print_table, write_results
+from bench.common import CHROMIUM, CHROMIUM_ARGS, parse, parser, print_table, write_results
+from tools.classroom import lab_server
 
 LINK = ("trace=azure-conv&trace.rate=2&trace.duration_s=250&trace.length_scale=0.5"
         "&k.deployment=llama-3.1-8b%40a100-80gb&k.max_num_seqs=4")

@@ -13,7 +13,9 @@ every refusal names the limit and the knob that hit it:
     PROMPT_BYTES    the prompts' size in one workload: a synthetic prompt by its token count, a
                     text by its UTF-8 bytes (no tokenizer here spends more than a token a byte)
     UPLOAD_BYTES    a file uploaded as a workload or a saved run
-    HEAVY_JOBS      sweeps and A/B runs computing at once on the server; the rest wait their turn
+    HEAVY_JOBS      sweeps and A/B runs computing at once in this server process; the rest wait
+                    their turn (LAB_HEAVY_JOBS sets it: tools/classroom.py shares a class's
+                    turns out among its processes)
 
 Which models a session may run is the operator's choice too (``offered_models``): a visitor
 picks one of them, and no name typed in a box or read from a file is ever looked up on disk.
@@ -41,7 +43,17 @@ LINK_STEPS = 2_000
 FLEET_EVENTS = 20_000
 UPLOAD_BYTES = 5 * 2**20
 PROMPT_BYTES = 2**20
-HEAVY_JOBS = 2
+
+
+def _heavy_jobs() -> int:
+    """LAB_HEAVY_JOBS if the operator set it (a whole number, 1 or more), else 2."""
+    value = os.environ.get("LAB_HEAVY_JOBS") or "2"
+    if not value.isdigit() or int(value) < 1:
+        raise RuntimeError(f"LAB_HEAVY_JOBS={value!r}: give a whole number of sweeps and A/B runs at once, 1 or more")
+    return int(value)
+
+
+HEAVY_JOBS = _heavy_jobs()
 
 __all__ = ["FLEET_EVENTS", "HEAVY_JOBS", "KV_POOL_BYTES", "LINK_STEPS", "MAX_REQUESTS", "PROMPT_BYTES", "UPLOAD_BYTES",
            "BudgetError", "check_fleet", "check_offered", "check_replay", "check_workload", "engine_for", "heavy_job",

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from bench.click_latency import STAMP_MESSAGES
-from bench.common import CHROMIUM, CHROMIUM_ARGS, lab_server
+from bench.common import CHROMIUM, CHROMIUM_ARGS
+from tools.classroom import lab_server
 
 # A real browser beside a real server on two shared cores: a click can land while the page
 # reconnects or redraws (seen about once in five full-suite runs, never alone), so a failed
