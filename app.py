@@ -9,10 +9,12 @@ object, ui/pages/ the pages below, ui/widgets/ what they share.
 
 import streamlit as st
 
+from lab.budgets import use_server_threads
 from ui.pages import ab, lessons, sweep
 from ui.pages import lab as lab_page
 from ui.pages.fleet import page as fleet_page
 
+use_server_threads()  # a class's steps share the cores: one torch thread each (lab/budgets.py)
 st.set_page_config(page_title="Scheduler Loop Lab", page_icon=":material/play_circle:", layout="wide")
 
 LAB = st.Page(lab_page.page, title="Step the scheduler", icon=":material/play_circle:", url_path="lab", default=True)

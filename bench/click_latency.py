@@ -18,6 +18,7 @@ same run, and reported as a ratio to the lab page's.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from bench.common import (
@@ -73,7 +74,7 @@ def server_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(url: str, clicks: int, page_name: str = "lab", pid: int | None = None) -> list[dict]:
+def measure(url: str, clicks: int, page_name: str = "lab", pid: int | None = None, at: int | None = None) -> list[dict]:
     """Each click's total ms, the server's span (its first message to its last), the bytes it sent,
     and the drawing after the last message, all stamped in the page; and the server's CPU time for it
     (from the click until the page settled: the script run, and the engine step in its callback)."""
@@ -84,14 +85,18 @@ def measure(url: str, clicks: int, page_name: str = "lab", pid: int | None = Non
         page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
         page.add_init_script(STAMP_MESSAGES)
         path, ready, word = PAGES[page_name]
-        page.goto(url + path)
-        page.get_by_text(ready).first.wait_for(timeout=120_000)
+        if at is None:
+            page.goto(url + path)
+            page.get_by_text(ready).first.wait_for(timeout=120_000)
+        else:  # open the page's link at that step (the lab's step=, the Fleet page's event=)
+            page.goto(f"{url}{path}?{'step' if word == 'Step' else 'event'}={at}")
+            page.get_by_role("heading", name=re.compile(rf"^{word} {at}\b")).first.wait_for(timeout=120_000)
         page.wait_for_function("() => window.labKeys !== undefined")
         out = []
         for n in range(clicks):
             cpu = server_cpu_s(pid) if pid else 0.0
             page.evaluate(CLICK)
-            page.wait_for_function(SETTLED, arg=[word, n], timeout=60_000, polling="raf")
+            page.wait_for_function(SETTLED, arg=[word, n if at is None else at + 1 + n], timeout=60_000, polling="raf")
             cpu = (server_cpu_s(pid) - cpu) * 1000 if pid else float("nan")
             clicked, settled, messages = page.evaluate(
                 "() => [labClicked, labSettled, labMessages.filter(m => m[0] <= labSettled)]")
@@ -108,6 +113,8 @@ def measure(url: str, clicks: int, page_name: str = "lab", pid: int | None = Non
 def main(argv: list[str] | None = None) -> dict:
     p = parser(__doc__.split("\n\n")[0])
     p.add_argument("--clicks", type=int, default=None, help="Step clicks to time (default 30; 5 with --quick)")
+    p.add_argument("--at", type=int, default=None,
+                   help="open each page's link at this step or event, and click from there (default: the start)")
     args = parse(p, argv)
     if not CHROMIUM.exists():
         raise SystemExit(f"{CHROMIUM} is missing: apt-get install chromium")
@@ -117,7 +124,7 @@ def main(argv: list[str] | None = None) -> dict:
     summaries, all_runs = {}, {}
     with lab_server() as (server, url):
         for name in PAGES:
-            runs = all_runs[name] = measure(url, clicks, name, server.pid)
+            runs = all_runs[name] = measure(url, clicks, name, server.pid, args.at)
             summary = summaries[name] = {k: {"p50": median([r[k] for r in runs]),
                                              "p95": percentile([r[k] for r in runs], 95)} for k in keys}
             print_table(f"A Step click on the {name} page in Chromium, {clicks} clicks (ms; bytes sent per click)",
@@ -127,7 +134,7 @@ def main(argv: list[str] | None = None) -> dict:
     ratio = summaries["fleet"]["total_ms"]["p50"] / summary["total_ms"]["p50"]
     print(f"\nclick to settled: p50 {summary['total_ms']['p50']:.0f} ms (target <= {TARGET_P50_MS:.0f}): "
           + ("met" if met else "missed") + f"; the Fleet page's p50 is {ratio:.2f}x the lab page's")
-    data = {"quick": args.quick, "clicks": clicks, "summary": summary, "target_p50_ms": TARGET_P50_MS,
+    data = {"quick": args.quick, "clicks": clicks, "at": args.at, "summary": summary, "target_p50_ms": TARGET_P50_MS,
             "meets_target": met, "runs": all_runs["lab"], "fleet": {"summary": summaries["fleet"],
                                                                     "p50_vs_lab": ratio, "runs": all_runs["fleet"]}}
     write_results(args.out, "click_latency", data)

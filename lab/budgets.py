@@ -16,6 +16,8 @@ every refusal names the limit and the knob that hit it:
     HEAVY_JOBS      sweeps and A/B runs computing at once in this server process; the rest wait
                     their turn (LAB_HEAVY_JOBS sets it: tools/classroom.py shares a class's
                     turns out among its processes)
+    TORCH_THREADS   the threads torch computes a step with in a server process (LAB_TORCH_THREADS,
+                    default 1; see use_server_threads)
 
 Which models a session may run is the operator's choice too (``offered_models``): a visitor
 picks one of them, and no name typed in a box or read from a file is ever looked up on disk.
@@ -31,6 +33,8 @@ import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 
+import torch
+
 from engine import DEFAULT_MODEL, Engine, EngineConfig
 from engine.fleet.config import FleetConfig
 from engine.kv_cache import pool_bytes
@@ -45,19 +49,33 @@ UPLOAD_BYTES = 5 * 2**20
 PROMPT_BYTES = 2**20
 
 
-def _heavy_jobs() -> int:
-    """LAB_HEAVY_JOBS if the operator set it (a whole number, 1 or more), else 2."""
-    value = os.environ.get("LAB_HEAVY_JOBS") or "2"
+def _count(name: str, default: int, what: str) -> int:
+    """The operator's setting of a count from the environment (a whole number, 1 or more), else default."""
+    value = os.environ.get(name) or str(default)
     if not value.isdigit() or int(value) < 1:
-        raise RuntimeError(f"LAB_HEAVY_JOBS={value!r}: give a whole number of sweeps and A/B runs at once, 1 or more")
+        raise RuntimeError(f"{name}={value!r}: give a whole number of {what}, 1 or more")
     return int(value)
 
 
-HEAVY_JOBS = _heavy_jobs()
+HEAVY_JOBS = _count("LAB_HEAVY_JOBS", 2, "sweeps and A/B runs at once")
 
-__all__ = ["FLEET_EVENTS", "HEAVY_JOBS", "KV_POOL_BYTES", "LINK_STEPS", "MAX_REQUESTS", "PROMPT_BYTES", "UPLOAD_BYTES",
-           "BudgetError", "check_fleet", "check_offered", "check_replay", "check_workload", "engine_for", "heavy_job",
-           "lab_model", "model_label", "offered_models"]
+TORCH_THREADS = _count("LAB_TORCH_THREADS", 1, "torch threads per server process")
+
+__all__ = ["FLEET_EVENTS", "HEAVY_JOBS", "KV_POOL_BYTES", "LINK_STEPS", "MAX_REQUESTS", "PROMPT_BYTES",
+           "TORCH_THREADS", "UPLOAD_BYTES", "BudgetError", "check_fleet", "check_offered", "check_replay",
+           "check_workload", "engine_for", "heavy_job", "lab_model", "model_label", "offered_models",
+           "use_server_threads"]
+
+
+def use_server_threads() -> None:
+    """Compute every step of this server process with TORCH_THREADS torch threads. A lab step is
+    milliseconds of small matrices, and a class steps many engines at once on few cores: with
+    torch's default of one thread per core, each step's threads wait on cores the other
+    sessions (and their browsers, on a laptop) hold, and spin while they wait. Measured on 2
+    cores (bench/RESULTS.md §8): a Step click's forward pass took 60 to 130 ms in the server
+    against 10 ms alone, and one thread halved the server's CPU time per click."""
+    if torch.get_num_threads() != TORCH_THREADS:
+        torch.set_num_threads(TORCH_THREADS)
 
 
 class BudgetError(ValueError):

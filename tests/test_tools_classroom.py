@@ -33,14 +33,14 @@ def test_heavy_jobs_are_shared_out_and_never_exceed_the_total_unless_each_proces
 @pytest.mark.parametrize(("value", "expected"), [("1", 1), ("5", 5), ("", 2)])
 def test_a_process_takes_its_heavy_jobs_from_the_environment(value, expected, monkeypatch):
     monkeypatch.setenv("LAB_HEAVY_JOBS", value)
-    assert budgets._heavy_jobs() == expected
+    assert budgets._count("LAB_HEAVY_JOBS", 2, "sweeps") == expected
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "two", "1.5"])
 def test_a_bad_heavy_jobs_value_is_named(value, monkeypatch):
     monkeypatch.setenv("LAB_HEAVY_JOBS", value)
     with pytest.raises(RuntimeError, match=f"LAB_HEAVY_JOBS={value!r}"):
-        budgets._heavy_jobs()
+        budgets._count("LAB_HEAVY_JOBS", 2, "sweeps")
 
 
 @pytest.mark.parametrize(("args", "named"), [(["--processes", "0"], "--processes 0"),

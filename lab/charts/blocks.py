@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from engine.records import BlockState, StepRecord
+from lab.charts import fast
 from lab.charts.style import Subplots, discrete_colorscale, hover_text, legend_key
 from lab.palette import CACHED_FREE, FREE, REQUEST_COLORS, request_color_index, tint
 
@@ -122,11 +123,11 @@ def pool_traces(record: StepRecord, previous: StepRecord | None = None) -> list[
             if previous is not None and before.get(key) != now.get(key):
                 changed_x.append(col)
                 changed_y.append(row)
-        traces.append(go.Heatmap(
+        traces.append(fast.Heatmap(
             z=z, text=text, hovertext=hover, hoverinfo="text", texttemplate="%{text}", textfont=dict(size=11),
             colorscale=discrete_colorscale(CELL_COLORS), zmin=-0.5, zmax=len(CELL_COLORS) - 0.5, showscale=False,
             xgap=2, ygap=2, hoverongaps=False, name=f"{device.upper()} pool"))
-        traces.append(go.Scatter(  # outlines in the axes' units, so they fit their cells at any width (A/B)
+        traces.append(fast.Scatter(  # outlines in the axes' units, so they fit their cells at any width (A/B)
             x=_outlines(changed_x), y=_outlines(changed_y, across=False), mode="lines", hoverinfo="skip",
             showlegend=False, name="changed", line=dict(color=CHANGED_MARK, width=2)))
     return traces

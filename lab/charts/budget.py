@@ -11,6 +11,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from engine.records import StepRecord
+from lab.charts import fast
 from lab.charts.style import Subplots
 from lab.palette import CACHED_FREE, CHUNK_PATTERNS, FREE, request_color, text_color
 
@@ -65,7 +66,7 @@ def figure(record: StepRecord) -> go.Figure:
     segs = _segments(record)
     for row in range(3):
         mine = [s for s in segs if s["row"] == row]
-        fig.add([go.Bar(
+        fig.add([fast.Bar(
             y=[0] * len(mine), x=[s["length"] for s in mine], base=[s["start"] for s in mine], orientation="h",
             width=0.8, text=[s["label"] for s in mine], textposition="inside", insidetextanchor="middle",
             # a halo of the contrasting colour: a white label over white hatching (a prefill) stays legible

@@ -9,7 +9,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from engine.records import StepRecord
-from lab.charts import blocks, queues
+from lab.charts import blocks, fast, queues
 from lab.charts.style import Subplots
 
 FRAME_MS = 400
@@ -42,19 +42,20 @@ def figure(records: list[StepRecord]) -> go.Figure:
         data = _traces(records, i)
         for trace, (x, y) in zip(data, axes, strict=True):
             trace.update(xaxis=x, yaxis=y)
-        frames.append(go.Frame(data=data, name=str(record.step), layout=dict(title_text=f"Step {record.step}")))
+        frames.append(fast.Frame(data=data, name=str(record.step), layout=dict(title=dict(text=f"Step {record.step}"))))
     play = dict(frame=dict(duration=FRAME_MS, redraw=True), transition=dict(duration=0), fromcurrent=True,
                 mode="immediate")
     return fig.figure(
         "replay", height=460 + blocks.num_rows(first) * blocks.CELL_PX, frames=frames, showlegend=False,
-        title=dict(text=f"Step {first.step}", x=0, font_size=15), barmode="overlay", margin=dict(l=8, r=8, t=56, b=90),
+        title=dict(text=f"Step {first.step}", x=0, font=dict(size=15)), barmode="overlay",
+        margin=dict(l=8, r=8, t=56, b=90),
         updatemenus=[dict(type="buttons", direction="left", x=0, y=-0.06, xanchor="left", yanchor="top",
                           showactive=False, buttons=[
                               dict(label="▶ Play", method="animate", args=[None, play]),
                               dict(label="❚❚ Pause", method="animate",
                                    args=[[None], dict(frame=dict(duration=0, redraw=False), mode="immediate")])])],
         sliders=[dict(active=len(records) - 1, x=0.2, len=0.8, y=-0.04, yanchor="top",
-                      currentvalue=dict(prefix="step ", font_size=13, xanchor="right"),
+                      currentvalue=dict(prefix="step ", font=dict(size=13), xanchor="right"),
                       steps=[dict(label=str(r.step), method="animate",
                                   args=[[str(r.step)], dict(frame=dict(duration=0, redraw=True), mode="immediate",
                                                             transition=dict(duration=0))]) for r in records])])

@@ -10,6 +10,8 @@ import json
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from lab.charts import fast
+
 # A small template of our own: assigning a built-in one ("plotly_white") deep-copies it on every
 # figure, which costs more than drawing the figure.
 AXIS = dict(gridcolor="#EBEBEB", zerolinecolor="#D6D6D6", linecolor="#D6D6D6", automargin=True)
@@ -18,7 +20,7 @@ TEMPLATE = go.layout.Template(layout=dict(paper_bgcolor="#FFFFFF", plot_bgcolor=
 FONT = dict(family="Source Sans Pro, Segoe UI, Helvetica, Arial, sans-serif", size=13, color="#262730")
 # Legends go under the chart: above it, Plotly's toolbar (top right, on hover or a tap) covered
 # them, most on a phone, where a legend wraps across the whole width.
-BELOW = dict(orientation="h", yref="container", y=0, yanchor="bottom", xanchor="left", x=0, font_size=12)
+BELOW = dict(orientation="h", yref="container", y=0, yanchor="bottom", xanchor="left", x=0, font=dict(size=12))
 
 
 def house_style(name: str, height: int, **extra) -> dict:
@@ -26,7 +28,7 @@ def house_style(name: str, height: int, **extra) -> dict:
     afresh, so one would never run (lab/charts/motion.py animates a step instead)."""
     base = dict(
         template=TEMPLATE, font=FONT, height=height, margin=dict(l=8, r=8, t=36, b=8),
-        uirevision=name, hoverlabel=dict(font_size=13, align="left"),
+        uirevision=name, hoverlabel=dict(font=dict(size=13), align="left"),
         # Down the right edge, not across the top: on a phone the toolbar sat on the right-hand
         # subplot's title (the block map's "CPU swap").
         modebar=dict(orientation="v", bgcolor="rgba(255,255,255,0.6)"),
@@ -84,7 +86,7 @@ def _skeleton(grid: str, num_titles: int) -> tuple[dict, dict[tuple[int, int], t
 
 
 class Subplots:
-    """A figure assembled as plain data and checked by plotly once, in go.Figure(...).
+    """A figure assembled as plain data and checked by plotly once, in fast.Figure(...).
 
     make_subplots builds and checks a whole layout, and every add_trace(row=, col=) or
     update_xaxes(row=, col=) after it is checked again one call at a time: together they
@@ -130,7 +132,8 @@ class Subplots:
 
     def figure(self, name: str, height: int, frames: list[go.Frame] | None = None, **extra) -> go.Figure:
         """The one go.Figure, in the house style (see house_style for name, height and extra)."""
-        return go.Figure(data=self.traces, layout={**self.layout, **house_style(name, height, **extra)}, frames=frames)
+        layout = {**self.layout, **house_style(name, height, **extra)}
+        return fast.Figure(data=self.traces, layout=layout, frames=frames)
 
 
 def hover_text(text: str, limit: int = 80) -> str:
@@ -150,5 +153,5 @@ def discrete_colorscale(colors: list[str]) -> list[list]:
 
 def legend_key(name: str, color: str, symbol: str = "square", line: str | None = None) -> go.Scatter:
     """A legend entry with nothing plotted: explains a colour or mark used inside a heatmap."""
-    return go.Scatter(x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
+    return fast.Scatter(x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
                       marker=dict(symbol=symbol, size=12, color=color, line=dict(width=1.5, color=line or color)))

@@ -1,4 +1,6 @@
-"""bench/click_latency.py runs end to end (two clicks) and its split of each click adds up."""
+"""bench/click_latency.py runs end to end (two clicks, from a link's step) and its split of each click
+adds up; bench/classroom.py runs end to end (two sessions at once, on one process and on two behind
+HAProxy) and counts every click."""
 
 from __future__ import annotations
 
@@ -17,12 +19,25 @@ def test_click_latency_quick_adds_up(tmp_path):
         pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
     from bench import click_latency
 
-    click_latency.main(["--quick", "--clicks", "2", "--out", str(tmp_path)])
+    click_latency.main(["--quick", "--clicks", "2", "--at", "3", "--out", str(tmp_path)])
     data = json.loads((tmp_path / "click_latency.json").read_text())
-    assert data["clicks"] == 2 and len(data["runs"]) == 2 and len(data["fleet"]["runs"]) == 2
+    assert data["clicks"] == 2 and data["at"] == 3 and len(data["runs"]) == 2 and len(data["fleet"]["runs"]) == 2
     assert data["fleet"]["p50_vs_lab"] == pytest.approx(data["fleet"]["summary"]["total_ms"]["p50"]
                                                         / data["summary"]["total_ms"]["p50"])
     for run in data["runs"] + data["fleet"]["runs"]:
         parts = run["until_first_message_ms"] + run["server_span_ms"] + run["drawing_ms"]
         assert run["total_ms"] == pytest.approx(parts) and run["total_ms"] > 0
         assert run["messages"] > 10 and run["bytes"] > 1000
+
+
+def test_classroom_quick_counts_every_click(tmp_path):
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
+    from bench import classroom
+
+    classroom.main(["--quick", "--sessions", "2", "--clicks", "2", "--out", str(tmp_path)])
+    data = json.loads((tmp_path / "classroom.json").read_text())
+    for setup in ("one_process", "two_processes_behind_haproxy"):
+        result = data[setup]
+        assert result["clicks"] == 4 and 0 < result["p50_ms"] <= result["p90_ms"] <= result["max_ms"]
+        assert result["server_cpu_ms_per_click"] > 0

@@ -181,3 +181,19 @@ def test_a_step_that_fails_part_way_leaves_the_run_as_it_was(tiny_llama, monkeyp
     run.step(20)
     clean.step(20)
     assert [r.without_timings() for r in run.records] == [r.without_timings() for r in clean.records]
+
+
+def test_a_server_process_steps_with_its_own_torch_threads(monkeypatch):
+    """use_server_threads (app.py calls it) sets torch to the operator's count, one by default."""
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        budgets.use_server_threads()
+        assert torch.get_num_threads() == budgets.TORCH_THREADS == 1
+        monkeypatch.setattr(budgets, "TORCH_THREADS", 3)
+        budgets.use_server_threads()
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)

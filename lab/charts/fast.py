@@ -1,0 +1,35 @@
+"""Plotly objects built without Plotly's property checks, for the figures redrawn on every click.
+
+Plotly checks every property as it is set: its name, its type, its range, and it spells out a
+shorthand (`font_size=13` becomes `font: {size: 13}`). For a step's figures that checking cost
+four times the building itself (bench/RESULTS.md §8), and the lab pays it on every Step click of
+every student. So the chart modules write each property in the spelled-out form Plotly would
+store, and build through these constructors, which skip the checks. The checks still stand
+guard: tests/lab/test_charts_fast.py builds every figure of many runs both ways (CHECKED on
+and off) and requires the same JSON, so a misspelt or shorthand property fails there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import plotly.graph_objects as go
+
+CHECKED = False  # True builds with Plotly's checks, as the test does for its reference figures
+
+
+def _unchecked(cls: type) -> Callable[..., go.Figure | go.BaseTraceType | go.Frame]:
+    def build(*args, **props):
+        return cls(*args, _validate=CHECKED, **props)
+
+    build.__name__ = build.__qualname__ = cls.__name__
+    build.__doc__ = f"go.{cls.__name__}(...), built without checking its properties unless CHECKED."
+    return build
+
+
+Figure = _unchecked(go.Figure)
+Frame = _unchecked(go.Frame)
+Bar = _unchecked(go.Bar)
+Box = _unchecked(go.Box)
+Heatmap = _unchecked(go.Heatmap)
+Scatter = _unchecked(go.Scatter)
