@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 
 from engine.fleet.records import FleetRecord, ReplicaState
-from lab.charts.style import layout
+from lab.charts import fast
+from lab.charts.style import house_style, layout
 from lab.charts.window import MAX_ROWS
 from lab.fleet.views import Journey
 from lab.palette import CACHED_FREE, FREE, OKABE_ITO, TOL_MUTED
@@ -41,26 +42,23 @@ def replicas_figure(record: FleetRecord, crossing: Sequence[Journey] = ()) -> go
     labels = [f"<span style='color:{replica_color(s.replica)}'>■</span> {replica_label(s)}"
               f"{' ◀' if s.replica == record.replica else ''}<br>{s.waiting} waiting · {s.running} running · "
               f"{s.in_flight} in flight" for s in states]
-    fig = go.Figure()
     parts = (("in use", USED, lambda s: s.kv_used), ("cached, free", CACHED_FREE, lambda s: s.kv_cached),
              ("free", FREE, lambda s: s.num_gpu_blocks - s.kv_used - s.kv_cached))
-    for name, color, pages in parts:
-        fig.add_bar(y=labels, x=[pages(s) for s in states], name=f"KV pages {name}", orientation="h",
-                    marker=dict(color=color, line=dict(color="#FFFFFF", width=1)),
-                    hovertemplate=f"%{{x}} pages {name}<extra></extra>")
+    bars = [fast.Bar(y=labels, x=[count(s) for s in states], name=f"KV pages {name}", orientation="h",
+                     marker=dict(color=color, line=dict(color="#FFFFFF", width=1)),
+                     hovertemplate=f"%{{x}} pages {name}<extra></extra>") for name, color, count in parts]
     pages = max(s.num_gpu_blocks for s in states)
     drawn = list(crossing)[:MAX_ARROWS]
-    for k, j in enumerate(drawn):
-        x = pages * (1.04 + 0.07 * k)
-        fig.add_annotation(x=x, y=labels[j.replica], ax=x, ay=labels[j.prefill_replica], axref="x", ayref="y",
-                           text=j.request_id, showarrow=True, arrowhead=3, arrowwidth=2, arrowcolor=LINK,
-                           xanchor="left", font=dict(size=11), hovertext=link_text(j))
+    arrows = [dict(x=pages * (1.04 + 0.07 * k), y=labels[j.replica], ax=pages * (1.04 + 0.07 * k),
+                   ay=labels[j.prefill_replica], axref="x", ayref="y", text=j.request_id, showarrow=True,
+                   arrowhead=3, arrowwidth=2, arrowcolor=LINK, xanchor="left", font=dict(size=11),
+                   hovertext=link_text(j)) for k, j in enumerate(drawn)]
     title = "KV pages" + ("" if not crossing else " · on the link: " + "; ".join(
         link_text(j) for j in crossing[:2]) + (f"; {len(crossing) - 2} more" if len(crossing) > 2 else ""))
-    layout(fig, "fleet_replicas", 90 + 46 * len(states), barmode="stack", bargap=0.3, xaxis=dict(
-        title=title, range=[0, pages * (1.06 + 0.07 * len(drawn))] if drawn else None),
-        yaxis=dict(autorange="reversed"))
-    return fig
+    xaxis = dict(title=dict(text=title), **({"range": [0, pages * (1.06 + 0.07 * len(drawn))]} if drawn else {}))
+    return fast.Figure(data=bars, layout={**house_style("fleet_replicas", 90 + 46 * len(states)), "barmode": "stack",
+                                          "bargap": 0.3, "xaxis": xaxis, "yaxis": dict(autorange="reversed"),
+                                          **({"annotations": arrows} if arrows else {})})
 
 
 def link_text(j: Journey) -> str:
@@ -93,17 +91,19 @@ def timeline_figure(trips: Mapping[str, Journey], now_ms: float) -> go.Figure:
             xs, ys = lines.setdefault(replica, ([], []))
             xs += [start, max(end, start), None]
             ys += [j.request_id, j.request_id, None]
-    fig = go.Figure()
+    traces = []
     for replica in sorted(lines, key=lambda r: -1 if r is None else r):
         xs, ys = lines[replica]
         name, color = ("KV on the link", LINK) if replica is None else (f"replica {replica}", replica_color(replica))
-        fig.add_scatter(x=xs, y=ys, mode="lines", name=name, line=dict(color=color, width=7),
-                        hovertemplate=f"%{{y}} · {name} · %{{x:,.1f}} ms<extra></extra>")
-    layout(fig, "fleet_timeline", 120 + 14 * len(shown), xaxis=dict(title="fleet clock (modeled ms)"),
-           yaxis=dict(autorange="reversed", type="category", categoryorder="array",
-                      categoryarray=[j.request_id for j in shown], showticklabels=len(shown) <= 40))
-    fig.add_vline(x=now_ms, line=dict(color="#262730", width=1, dash="dot"))
-    return fig
+        traces.append(fast.Scatter(x=xs, y=ys, mode="lines", name=name, line=dict(color=color, width=7),
+                                   hovertemplate=f"%{{y}} · {name} · %{{x:,.1f}} ms<extra></extra>"))
+    now = dict(type="line", x0=now_ms, x1=now_ms, xref="x", y0=0, y1=1, yref="y domain",
+               line=dict(color="#262730", width=1, dash="dot"))
+    return fast.Figure(data=traces, layout={
+        **house_style("fleet_timeline", 120 + 14 * len(shown)), "shapes": [now],
+        "xaxis": dict(title=dict(text="fleet clock (modeled ms)")),
+        "yaxis": dict(autorange="reversed", type="category", categoryorder="array",
+                      categoryarray=[j.request_id for j in shown], showticklabels=len(shown) <= 40)})
 
 
 def sweep_lines(results: dict[str, dict[float, dict]], metric: str, label: str) -> go.Figure:

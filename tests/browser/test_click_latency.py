@@ -40,4 +40,4 @@ def test_classroom_quick_counts_every_click(tmp_path):
     for setup in ("one_process", "two_processes_behind_haproxy"):
         result = data[setup]
         assert result["clicks"] == 4 and 0 < result["p50_ms"] <= result["p90_ms"] <= result["max_ms"]
-        assert result["server_cpu_ms_per_click"] > 0
+        assert result["server_cpu_ms_per_click"] > 0 and result["browser_cpu_ms_per_click"] > 0

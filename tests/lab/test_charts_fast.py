@@ -1,8 +1,9 @@
 """The figures built without Plotly's checks (lab/charts/fast.py) are the figures Plotly's checks
 would have built: every figure a step shows (lab/charts/registry.py), over runs that reach every
 mark (preemption by swap and by recompute, shared and cached pages, contiguous waste, every
-lesson), equals its checked twin as JSON, and so does its presenter-mode version. A shorthand
-property (`font_size=`) or a misspelt one fails here."""
+lesson), and the Fleet page's two (a disaggregated fleet, KV copies on the link), equals its
+checked twin as JSON, and so does its presenter-mode version. A shorthand property
+(`font_size=`) or a misspelt one fails here."""
 
 from __future__ import annotations
 
@@ -12,10 +13,13 @@ import plotly.io as pio
 import pytest
 
 from lab.charts import fast, style
+from lab.charts.fleet import replicas_figure, timeline_figure
 from lab.charts.registry import FIGURES, Frame
+from lab.fleet.views import journeys, on_link
 from lab.lessons import load_lessons
 from lab.run import Run
 from tests.lab.test_charts import _sample, contiguous_run, prefix_run, swap_run  # noqa: F401 (fixtures)
+from tests.lab.test_fleet_lab import fleet_run
 
 
 def _json(build) -> dict:
@@ -70,6 +74,23 @@ def test_every_lessons_figures_equal_their_checked_build(loaded, monkeypatch):
         # a middle step and the last (the runs above cover presenter mode and every mark besides)
         picks = sorted({len(records) // 2, len(records) - 1})
         assert_step_figures(records, monkeypatch, [records[i] for i in picks], presenter=False)
+
+
+def test_a_disaggregated_fleets_figures_equal_their_checked_build(lab_model, monkeypatch):
+    run = fleet_run(lab_model, replicas=3, num_prefill_replicas=1)
+    run.step(300)
+    copies = 0
+    for index in range(0, len(run.records), 9):
+        run.seek(index)
+        record = run.record
+        trips = journeys(run.records[: index + 1])
+        crossing = on_link(trips.values(), record.clock_ms)
+        copies += len(crossing)
+        assert_same_as_checked(lambda r=record, c=crossing: replicas_figure(r, c), f"replicas at event {index}",
+                               monkeypatch)
+        assert_same_as_checked(lambda t=trips, r=record: timeline_figure(t, r.clock_ms), f"timeline at event {index}",
+                               monkeypatch)
+    assert copies > 0  # the strips' arrows for KV on the link were among the figures compared
 
 
 def test_the_checks_still_catch_a_shorthand(monkeypatch):
