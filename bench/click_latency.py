@@ -8,8 +8,9 @@ running and no element is still marked stale. Each click is split where the time
 the server's script run (the websocket's first message back to the last), the bytes it
 sent, the browser's drawing after the last message, and the server process's CPU time.
 
-The Fleet page's Step (one fleet event on its default 4-replica fleet) is timed the same way in the
-same run, and reported as a ratio to the lab page's.
+A lesson's page (12_queue_under_load, 200 steps) and the Fleet page's Step (one fleet event on its default
+4-replica fleet) are timed the same way in the same run; the Fleet page's is also reported as a
+ratio to the lab page's.
 
     python -m bench.click_latency            # 30 clicks on each page
     python -m bench.click_latency --quick    # 5 clicks
@@ -65,7 +66,8 @@ SETTLED = r"""([word, n]) => {
 
 
 # page -> (its path, text on it before the first Step, the heading word of what Step shows)
-PAGES = {"lab": ("/", "Ready at step 0", "Step"), "fleet": ("/fleet", "requests will arrive", "Event")}
+PAGES = {"lab": ("/", "Ready at step 0", "Step"), "lesson": ("/?lesson=12_queue_under_load", "Ready at step 0", "Step"),
+         "fleet": ("/fleet", "requests will arrive", "Event")}
 
 
 def server_cpu_s(pid: int) -> float:
@@ -89,7 +91,7 @@ def measure(url: str, clicks: int, page_name: str = "lab", pid: int | None = Non
             page.goto(url + path)
             page.get_by_text(ready).first.wait_for(timeout=120_000)
         else:  # open the page's link at that step (the lab's step=, the Fleet page's event=)
-            page.goto(f"{url}{path}?{'step' if word == 'Step' else 'event'}={at}")
+            page.goto(f"{url}{path}{'&' if '?' in path else '?'}{'step' if word == 'Step' else 'event'}={at}")
             page.get_by_role("heading", name=re.compile(rf"^{word} {at}\b")).first.wait_for(timeout=120_000)
         page.wait_for_function("() => window.labKeys !== undefined")
         out = []
@@ -135,8 +137,9 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"\nclick to settled: p50 {summary['total_ms']['p50']:.0f} ms (target <= {TARGET_P50_MS:.0f}): "
           + ("met" if met else "missed") + f"; the Fleet page's p50 is {ratio:.2f}x the lab page's")
     data = {"quick": args.quick, "clicks": clicks, "at": args.at, "summary": summary, "target_p50_ms": TARGET_P50_MS,
-            "meets_target": met, "runs": all_runs["lab"], "fleet": {"summary": summaries["fleet"],
-                                                                    "p50_vs_lab": ratio, "runs": all_runs["fleet"]}}
+            "meets_target": met, "runs": all_runs["lab"],
+            "lesson": {"summary": summaries["lesson"], "runs": all_runs["lesson"]},
+            "fleet": {"summary": summaries["fleet"], "p50_vs_lab": ratio, "runs": all_runs["fleet"]}}
     write_results(args.out, "click_latency", data)
     return data
 

@@ -22,9 +22,10 @@ def test_click_latency_quick_adds_up(tmp_path):
     click_latency.main(["--quick", "--clicks", "2", "--at", "3", "--out", str(tmp_path)])
     data = json.loads((tmp_path / "click_latency.json").read_text())
     assert data["clicks"] == 2 and data["at"] == 3 and len(data["runs"]) == 2 and len(data["fleet"]["runs"]) == 2
+    assert len(data["lesson"]["runs"]) == 2
     assert data["fleet"]["p50_vs_lab"] == pytest.approx(data["fleet"]["summary"]["total_ms"]["p50"]
                                                         / data["summary"]["total_ms"]["p50"])
-    for run in data["runs"] + data["fleet"]["runs"]:
+    for run in data["runs"] + data["lesson"]["runs"] + data["fleet"]["runs"]:
         parts = run["until_first_message_ms"] + run["server_span_ms"] + run["drawing_ms"]
         assert run["total_ms"] == pytest.approx(parts) and run["total_ms"] > 0
         assert run["messages"] > 10 and run["bytes"] > 1000
