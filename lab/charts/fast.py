@@ -1,9 +1,9 @@
 """Plotly objects built without Plotly's property checks, for the figures redrawn on every click.
 
 Plotly checks every property as it is set: its name, its type, its range, and it spells out a
-shorthand (`font_size=13` becomes `font: {size: 13}`). For a step's figures that checking cost
-four times the building itself (bench/RESULTS.md §8), and the lab pays it on every Step click of
-every student. So the chart modules write each property in the spelled-out form Plotly would
+shorthand (`font_size=13` becomes `font: {size: 13}`). For a step's figures the checking made
+building them take 140 ms instead of 22 (bench/RESULTS.md §8), and the lab pays it on every Step
+click of every student. So the chart modules write each property in the spelled-out form Plotly would
 store, and build through these constructors, which skip the checks. The checks still stand
 guard: tests/lab/test_charts_fast.py builds every figure of many runs both ways (CHECKED on
 and off) and requires the same JSON, so a misspelt or shorthand property fails there.
