@@ -90,17 +90,17 @@ def queue_traces(records: list[StepRecord], lane_ids: dict[str, list[str]]) -> l
             notes["text"].append(f"+{len(ids) - MAX_CARDS}")
     traces: list[go.BaseTraceType] = [
         fast.Bar(x=card["x"], y=card["y"], base=card["base"], orientation="h", width=CARD_HEIGHT, text=card["text"],
-               textposition="inside", insidetextanchor="middle", textangle=0,
-               textfont=dict(color=card["font"], size=12),
-               hovertext=card["hover"], hoverinfo="text", showlegend=False, name="requests",
-               marker=dict(color=card["color"], line=dict(width=card["line"], color="#111111"))),
+                 textposition="inside", insidetextanchor="middle", textangle=0,
+                 textfont=dict(color=card["font"], size=12),
+                 hovertext=card["hover"], hoverinfo="text", showlegend=False, name="requests",
+                 marker=dict(color=card["color"], line=dict(width=card["line"], color="#111111"))),
         fast.Scatter(x=notes["x"], y=notes["y"], text=notes["text"], mode="text", hoverinfo="skip",
-                   showlegend=False, textfont=dict(size=14, color="#555555"), name="counts")]
+                     showlegend=False, textfont=dict(size=14, color="#555555"), name="counts")]
     for kind, (symbol, color) in MOVE_MARKS.items():
         m = marks[kind]
         traces.append(fast.Scatter(x=m["x"], y=m["y"], mode="markers", name=MOVE_LABELS[kind], hovertext=m["hover"],
-                                 hoverinfo="text", marker=dict(symbol=symbol, size=13, color=color,
-                                                               line=dict(width=2, color=color))))
+                                   hoverinfo="text", marker=dict(symbol=symbol, size=13, color=color,
+                                                                 line=dict(width=2, color=color))))
     return traces
 
 

@@ -44,28 +44,29 @@ def figure(records: list[StepRecord]) -> go.Figure:
                            f"This step: {m.total_ms:.2f} ms modeled"))
     xs = [0.5, ridge, max(ridge * 20, 4000)]
     fig.add([fast.Scatter(x=xs, y=[min(peak, x * bandwidth) for x in xs], mode="lines", name="roof",
-                        line=dict(color="#555555", width=2), hovertemplate="attainable %{y:.0f} TFLOP/s"
-                        "<extra></extra>"),
+                          line=dict(color="#555555", width=2), hovertemplate="attainable %{y:.0f} TFLOP/s"
+                          "<extra></extra>"),
              fast.Scatter(x=[ridge], y=[peak], mode="markers+text", text=[f"ridge {ridge:.0f} FLOP/B"],
-                        # above the roof, where no step can be: a step's dot never covers it (issue 31)
-                        textposition="top left", marker=dict(symbol="diamond", size=9, color="#555555"),
-                        name="ridge", hoverinfo="skip")], col=1)
+                          # above the roof, where no step can be: a step's dot never covers it (issue 31)
+                          textposition="top left", marker=dict(symbol="diamond", size=9, color="#555555"),
+                          name="ridge", hoverinfo="skip")], col=1)
     earlier = [r for r in records[-EARLIER - 1:-1] if r.modeled is not None and r.modeled.flops > 0]
     if earlier:
         points = [_attained(r) for r in earlier]
         fig.add([fast.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="markers", name="earlier",
-                            marker=dict(color="rgba(0,114,178,0.18)", size=7), text=[f"step {r.step}" for r in earlier],
-                            hovertemplate="%{text}: %{x:.1f} FLOP/B, %{y:.0f} TFLOP/s<extra></extra>")], col=1)
+                              marker=dict(color="rgba(0,114,178,0.18)", size=7),
+                              text=[f"step {r.step}" for r in earlier],
+                              hovertemplate="%{text}: %{x:.1f} FLOP/B, %{y:.0f} TFLOP/s<extra></extra>")], col=1)
     if m.flops > 0:
         x, y = _attained(record)
         fig.add([fast.Scatter(x=[x], y=[y], mode="markers", name=f"step {record.step}",
-                            marker=dict(color="#D55E00", size=13, line=dict(color="#FFFFFF", width=1.5)),
-                            hovertemplate=f"step {record.step}: %{{x:.1f}} FLOP/B, %{{y:.0f}} TFLOP/s"
-                                          "<extra></extra>")], col=1)
+                              marker=dict(color="#D55E00", size=13, line=dict(color="#FFFFFF", width=1.5)),
+                              hovertemplate=f"step {record.step}: %{{x:.1f}} FLOP/B, %{{y:.0f}} TFLOP/s"
+                                            "<extra></extra>")], col=1)
     parts = [(name, ms) for name, ms in m.parts.items() if ms > 0]
     fig.add([fast.Bar(x=[ms], y=[name], orientation="h", name=name, marker_color=PART_COLORS.get(name, "#777777"),
-                    text=[f"{ms:.2f}"], textposition="outside", cliponaxis=False,
-                    hovertemplate=f"{name}: %{{x:.3f}} ms<extra></extra>") for name, ms in parts], col=2)
+                      text=[f"{ms:.2f}"], textposition="outside", cliponaxis=False,
+                      hovertemplate=f"{name}: %{{x:.3f}} ms<extra></extra>") for name, ms in parts], col=2)
     fig.axes(x=dict(type="log", title=dict(text="FLOPs per byte")), y=dict(type="log", title=dict(
         text="TFLOP/s"), range=[-1, math.log10(peak * 2.2)]), col=1)  # room for the ridge's label
     longest = max((ms for _, ms in parts), default=1.0)

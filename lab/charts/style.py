@@ -86,7 +86,7 @@ def _skeleton(grid: str, num_titles: int) -> tuple[dict, dict[tuple[int, int], t
 
 
 class Subplots:
-    """A figure assembled as plain data and checked by plotly once, in fast.Figure(...).
+    """A figure assembled as plain data and built once, in fast.Figure(...).
 
     make_subplots builds and checks a whole layout, and every add_trace(row=, col=) or
     update_xaxes(row=, col=) after it is checked again one call at a time: together they
@@ -154,4 +154,4 @@ def discrete_colorscale(colors: list[str]) -> list[list]:
 def legend_key(name: str, color: str, symbol: str = "square", line: str | None = None) -> go.Scatter:
     """A legend entry with nothing plotted: explains a colour or mark used inside a heatmap."""
     return fast.Scatter(x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
-                      marker=dict(symbol=symbol, size=12, color=color, line=dict(width=1.5, color=line or color)))
+                        marker=dict(symbol=symbol, size=12, color=color, line=dict(width=1.5, color=line or color)))

@@ -88,7 +88,7 @@ def requests_figure(records: list[StepRecord], num_steps: int, ms_until: float |
         showscale=False, xgap=1, ygap=2, name="states")])
     fig.add([legend_key(f"{STATE_GLYPHS[state]} {state}".strip(), color) for state, color in STATE_COLORS.items()])
     fig.add([fast.Scatter(x=pre_x, y=pre_y, mode="markers", name="preemption", hovertext=pre_text, hoverinfo="text",
-                        marker=dict(symbol="x-thin-open", size=12, line=dict(width=3, color="#111111")))])
+                          marker=dict(symbol="x-thin-open", size=12, line=dict(width=3, color="#111111")))])
     whole = ms_until is not None or windowed
     x_range = x_range if whole else _x_range(num_steps)
     fig.axes(x=dict(range=x_range, title=dict(text=x_title), showgrid=False, **_step_ticks(x_range, ms_until)),
@@ -114,7 +114,7 @@ def metrics_figure(records: list[StepRecord], num_steps: int, ms_until: float | 
     for row, name, ys, color, dash in series:
         xs, ys = peaks(steps, ys)
         fig.add([fast.Scatter(x=xs, y=ys, name=name, mode="lines",
-                            line=dict(color=color, dash=dash, width=2, shape="hv"))], row=row)
+                              line=dict(color=color, dash=dash, width=2, shape="hv"))], row=row)
     x_range = x_range if ms_until is not None else _x_range(num_steps)
     fig.axes(x=dict(range=x_range, showgrid=False, **_step_ticks(x_range, ms_until)))
     fig.axes(x=dict(title=dict(text=x_title)), row=2)
@@ -133,19 +133,19 @@ def latency_figure(records: list[StepRecord]) -> go.Figure:
                    titles=("Time to first token (steps, arrival to first token)",
                            "Inter-token latency (steps between tokens)"))
     fig.add([fast.Bar(x=ids, y=[lat[r]["ttft_steps"] for r in ids], showlegend=False, name="TTFT",
-                    marker_color=[request_color(r) for r in ids],
-                    hovertemplate="%{x}: first token after %{y} steps<extra></extra>")], col=1)
+                      marker_color=[request_color(r) for r in ids],
+                      hovertemplate="%{x}: first token after %{y} steps<extra></extra>")], col=1)
     style = dict(showlegend=False, name="ITL", line=dict(color="#999999"), fillcolor="rgba(0,0,0,0)")
     gaps = {rid: lat[rid]["itl_steps"] for rid in ids if lat[rid]["itl_steps"]}
     if sum(map(len, gaps.values())) <= MAX_POINTS:  # a lesson's dozen requests: every gap as a dot
         fig.add([fast.Box(x=[rid for rid in gaps for _ in gaps[rid]], y=[g for rid in gaps for g in gaps[rid]],
-                        boxpoints="all", jitter=0.4, pointpos=0, marker=dict(color="#555555", size=5),
-                        hovertemplate="%{x}: %{y} steps between two tokens<extra></extra>", **style)], col=2)
+                          boxpoints="all", jitter=0.4, pointpos=0, marker=dict(color="#555555", size=5),
+                          hovertemplate="%{x}: %{y} steps between two tokens<extra></extra>", **style)], col=2)
     else:  # a trace's thousands of gaps: each request's quartiles and extremes, computed here
         q = {rid: np.percentile(g, [0, 25, 50, 75, 100]) for rid, g in gaps.items()}
         fig.add([fast.Box(x=list(q), lowerfence=[v[0] for v in q.values()], q1=[v[1] for v in q.values()],
-                        median=[v[2] for v in q.values()], q3=[v[3] for v in q.values()],
-                        upperfence=[v[4] for v in q.values()], **style)], col=2)
+                          median=[v[2] for v in q.values()], q3=[v[3] for v in q.values()],
+                          upperfence=[v[4] for v in q.values()], **style)], col=2)
     fig.axes(x=dict(categoryorder="array", categoryarray=ids), y=dict(rangemode="tozero"))
     fig.titles_at_left()
     return fig.figure("latency", height=320)
