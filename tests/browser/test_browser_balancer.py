@@ -5,6 +5,8 @@ reconnecting meets a fresh session there: the cookie is what keeps a student's r
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
@@ -71,6 +73,9 @@ def test_new_browsers_are_spread_and_each_ones_clicks_run_on_its_process(browser
             # Three steps and their redraws are hundreds of ms of CPU; an idle process spends a few on health checks.
             assert used[mine] > 0.2 and used[mine] > 4 * used[other], (mine, used)
         assert all(count > 0 for count in room.requests_per_process().values())
+        # each process got its share of the class's two sweep and A/B turns (tools/classroom.py)
+        for proc in room.processes:
+            assert b"LAB_HEAVY_JOBS=1" in Path(f"/proc/{proc.pid}/environ").read_bytes().split(b"\0")
     finally:
         for context, _ in opened:
             context.close()
