@@ -23,9 +23,12 @@ What the model leaves out is listed in the README ("Modeled costs").
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from engine.cudagraph import dispatch
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
@@ -162,10 +165,14 @@ class StepCost:
     mfu: float  # model FLOPs utilisation: flops / (total_ms x peak FLOP/s)
     mbu: float  # memory bandwidth utilisation: bytes / (total_ms x peak bytes/s)
     swap_ms: float = 0.0  # host copies, part of total_ms
+    graph: str = "eager"  # the CUDA graph it replays: "full", "piecewise" or "eager" (engine/cudagraph.py)
+    tokens: int = 0  # the tokens it computes, rounded up (a scaled request's real tokens may be fractional)
+    padded_tokens: int = 0  # the token rows its matmuls compute: the tokens, padded up to the graph's size
 
     def to_dict(self) -> dict:
         return dict(total_ms=self.total_ms, parts=dict(self.parts), bound=self.bound, flops=self.flops,
-                    bytes=self.bytes, mfu=self.mfu, mbu=self.mbu, swap_ms=self.swap_ms)
+                    bytes=self.bytes, mfu=self.mfu, mbu=self.mbu, swap_ms=self.swap_ms, graph=self.graph,
+                    tokens=self.tokens, padded_tokens=self.padded_tokens)
 
 
 @dataclass(frozen=True)
@@ -260,18 +267,26 @@ class Deployment:
 
     # ---- costs --------------------------------------------------------------------------------
 
-    def step_cost(self, batch: list[tuple[int, int]], swapped_tokens: int = 0) -> StepCost:
+    def step_cost(self, batch: list[tuple[float, float]], swapped_tokens: float = 0,
+                  graph_sizes: tuple[int, ...] = (), query_len: int = 1) -> StepCost:
         """One forward pass over batch: (new tokens, tokens already in the KV cache) per request.
 
         Every request in the batch is taken to sample one token (vLLM computes logits for
-        the sampled positions only); swapped_tokens of KV cross the host link as well."""
+        the sampled positions only); swapped_tokens of KV cross the host link as well. graph_sizes:
+        the batch sizes CUDA graphs were captured for (engine/cudagraph.py); the matmuls and the
+        elementwise work run padded up to the graph's size. Empty: eager, unpadded. query_len: the tokens
+        of a decode (1, or 1 + num_speculative_tokens with drafts), so a batch of only those is a decode batch."""
         m, tp, nbytes = self.model_shape, self.tensor_parallel, self._bytes
         tokens, seqs = sum(n for n, _ in batch), len(batch)
         if tokens == 0 and swapped_tokens == 0:
             return StepCost(0.0, dict.fromkeys(("linear", "attention", "elementwise", "communication",
                                                 "overhead"), 0.0), "memory", 0.0, 0.0, 0.0, 0.0)
+        graph = dispatch(graph_sizes, math.ceil(tokens - 1e-6), all(abs(n - query_len) < 1e-6 for n, _ in batch))
+        rows = max(tokens, graph.padded_tokens)  # a scaled request's real tokens may be fractional
+        # The GPU computes the padding rows too; MFU counts only the model's useful FLOPs.
+        linear = self._gpu.roofline_ms(2 * (m.layers * m.layer_params * rows + m.lm_head_params * seqs) / tp,
+                                       self.weight_bytes)
         linear_flops = 2 * (m.layers * m.layer_params * tokens + m.lm_head_params * seqs) / tp
-        linear = self._gpu.roofline_ms(linear_flops, self.weight_bytes)
         heads = m.heads / tp
         attention_flops, attention_bytes, attention_ms, attention_compute = 0.0, 0.0, 0.0, 0.0
         for new, context in batch:  # each sequence reads its own KV: a roofline per sequence
@@ -283,7 +298,7 @@ class Deployment:
                 attention_ms + ms
             attention_compute += ms if compute else 0.0
         # Norms, residual adds, rotary and the gated activation: read and written once per token.
-        elementwise_bytes = tokens * m.layers * (10 * m.hidden + 3 * m.intermediate / tp) * nbytes
+        elementwise_bytes = rows * m.layers * (10 * m.hidden + 3 * m.intermediate / tp) * nbytes
         elementwise = self._gpu.roofline_ms(0.0, elementwise_bytes)
         communication = 0.0
         if tp > 1:  # two ring all-reduces of the hidden state per layer
@@ -299,7 +314,7 @@ class Deployment:
         moved = self.weight_bytes + attention_bytes + elementwise_bytes
         return StepCost(total, parts, "compute" if compute_ms > gpu_ms / 2 else "memory", flops, moved,
                         flops / (total * 1e-3 * self._gpu.flops), moved / (total * 1e-3 * self._gpu.bandwidth),
-                        swap)
+                        swap, graph.mode, graph.num_tokens, graph.padded_tokens)
 
     def swap_ms(self, num_tokens: int) -> float:
         """One host <-> device copy of that many tokens' KV over the link."""

@@ -14,7 +14,7 @@ import math
 import plotly.graph_objects as go
 
 from engine.hardware import GPUS, split_name
-from engine.records import StepRecord
+from engine.records import ModeledCost, StepRecord
 from lab.charts import fast
 from lab.charts.style import Subplots
 
@@ -30,6 +30,14 @@ def _attained(record: StepRecord) -> tuple[float, float]:
     return m.flops / max(m.bytes, 1.0), m.flops / max(gpu_ms, 1e-9) / 1e9
 
 
+def graph_run(m: ModeledCost) -> str:
+    """How the step ran on the GPU: the CUDA graph it replayed and the rows padded in (engine/cudagraph.py)."""
+    if m.graph == "eager":
+        return f"{m.tokens} tokens, eager (no CUDA graph that large)"
+    padding = f" padded to {m.padded_tokens}" if m.padded_tokens > m.tokens else ""
+    return f"{m.tokens} tokens{padding} ({m.graph} CUDA graph)"
+
+
 def figure(records: list[StepRecord]) -> go.Figure:
     """The roofline with this step (the last record) as a dot and earlier ones faint; beside it
     the step's modeled ms, one bar per part."""
@@ -41,7 +49,7 @@ def figure(records: list[StepRecord]) -> go.Figure:
     ridge = peak / bandwidth
     fig = Subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.14,
                    titles=(f"Roofline: {m.deployment} ({m.bound}-bound, MFU {m.mfu:.0%}, MBU {m.mbu:.0%})",
-                           f"This step: {m.total_ms:.2f} ms modeled"))
+                           f"This step: {m.total_ms:.2f} ms modeled, {graph_run(m)}"))
     xs = [0.5, ridge, max(ridge * 20, 4000)]
     fig.add([fast.Scatter(x=xs, y=[min(peak, x * bandwidth) for x in xs], mode="lines", name="roof",
                           line=dict(color="#555555", width=2), hovertemplate="attainable %{y:.0f} TFLOP/s"

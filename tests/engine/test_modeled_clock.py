@@ -12,6 +12,7 @@ import itertools
 import pytest
 
 from engine import Engine, EngineConfig
+from engine.cudagraph import capture_sizes
 from engine.hardware import Deployment
 from engine.workload import PRESETS, WorkloadError, WorkloadItem, submit
 from lab.metrics import run_metrics
@@ -34,7 +35,8 @@ def test_each_record_is_its_own_batch_priced_on_the_deployment(lab_model):
     for record in records:
         batch = [(c.num_tokens, c.start) for c in record.batch]  # new tokens against what was cached
         copies = sum(len(e.data["blocks"]) for e in record.events if e.kind in ("swapped_out", "swapped_in"))
-        expected = dep.step_cost(batch, copies * 8)
+        graphs = capture_sizes(engine.config.max_num_seqs, engine.config.max_num_batched_tokens, dep.gpu)
+        expected = dep.step_cost(batch, copies * 8, graph_sizes=graphs)  # padded as vLLM's CUDA graphs pad
         assert record.modeled.total_ms == pytest.approx(expected.total_ms)
         assert record.modeled.parts == pytest.approx(expected.parts) and record.modeled.bound == expected.bound
         clock += record.modeled.total_ms
