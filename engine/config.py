@@ -67,6 +67,12 @@ class _ConfigRules:
                 Deployment.parse(self.deployment, self.model)
             except (ValueError, OSError, KeyError) as exc:  # OSError, KeyError: "this@" on an unreadable config
                 raise ValueError(f"deployment {self.deployment!r} cannot be priced: {exc}") from None
+        if self.slo_admission and (self.slo_ttft_ms is None or self.deployment is None):
+            raise ValueError("slo_admission needs slo_ttft_ms (the target it admits by) and a deployment (the "
+                             "modeled prefill rate it estimates TTFT with)")
+        if self.prompt_lookup_min > self.prompt_lookup_max:
+            raise ValueError(f"prompt_lookup_min ({self.prompt_lookup_min}) must be at most prompt_lookup_max "
+                             f"({self.prompt_lookup_max}): the n-grams looked for run from the longest down")
         if self.enable_prefix_caching and self.kv_allocation == "contiguous":
             raise ValueError("enable_prefix_caching needs kv_allocation='paged': a contiguous reservation "
                              "cannot share another request's blocks")

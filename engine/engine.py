@@ -1,11 +1,13 @@
 """The engine: one call to ``step()`` is one turn of the scheduler loop.
 
 A turn is five calls, in the order a real engine makes them: the requests whose
-arrival has come join the waiting queue; the scheduler decides the batch
-(engine/scheduler.py); the swap copies it ordered are made; one forward pass runs
-over every scheduled token (engine/model_runner.py); the outputs are applied
-(tokens appended, finished requests retired, the clock advanced) and the step is
-recorded as a StepRecord (engine/recorder.py).
+arrival has come join the waiting queue, or are refused at the door
+(engine/admission.py); the scheduler decides the batch (engine/scheduler.py); the
+swap copies it ordered are made; one forward pass runs over every scheduled token
+(engine/model_runner.py); the outputs are applied (tokens appended, finished
+requests retired, the clock advanced, drafts proposed for the next step when
+speculative decoding is on: engine/speculation.py) and the step is recorded as a
+StepRecord (engine/recorder.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import heapq
 import time
 
 from engine import reasons
+from engine.admission import Refusal, refusal
 from engine.block_manager import BlockManager
 from engine.clock import step_ms
 from engine.config import EngineConfig, SamplingParams
@@ -28,6 +31,7 @@ from engine.records import Event, ModeledCost, ScheduledChunk, StepRecord, StepT
 from engine.request import FinishReason, Request, RequestStatus
 from engine.request import request_id as default_id
 from engine.scheduler import Scheduler, SchedulerOutput
+from engine.speculation import NgramProposer
 from engine.workload.item import is_text
 
 
@@ -52,8 +56,11 @@ class Engine:
         limit = self.loaded.max_position_embeddings
         self.max_model_len = min(self.config.max_model_len or limit, limit)
         self.blocks = BlockManager(self.config)
-        self.scheduler = Scheduler(self.config, self.blocks)
+        self.scheduler = Scheduler(self.config, self.blocks, self.max_model_len)
         self.runner = ModelRunner(self.loaded, self.config)
+        c = self.config  # speculative decoding's drafts, proposed after each step (None: it is off)
+        self.proposer = NgramProposer(c.prompt_lookup_min, c.prompt_lookup_max, c.num_speculative_tokens,
+                                      self.max_model_len) if c.speculative_method == "ngram" else None
         self.requests: dict[str, Request] = {}
         self.step_index = 0
         # What each step is priced as; None: the clock is this machine's wall time.
@@ -134,28 +141,10 @@ class Engine:
         if not isinstance(arrival_ms, int | float) or isinstance(arrival_ms, bool) or not arrival_ms >= 0:
             raise ValueError(f"arrival_ms must be a number >= 0; got {arrival_ms!r}")
 
-    def never_fits(self, req: Request) -> str | None:
-        """Why the request could never be served under these knobs (None if it could): it is refused
-        when it arrives, instead of waiting forever."""
-        total = req.max_total_tokens
-        if total > self.max_model_len:
-            return f"can never fit: prompt plus max_tokens is {total} tokens, max_model_len is {self.max_model_len}"
-        pages = self.blocks.blocks_needed(total)
-        usable = self.config.num_gpu_blocks - self.config.watermark_blocks
-        if pages > usable:
-            # After a recompute preemption it must be re-admitted at full length, watermark and all.
-            return (f"can never fit: at full length it needs {pages} KV pages, and the pool has {usable} "
-                    f"to admit into ({self.config.num_gpu_blocks} minus {self.config.watermark_blocks} kept "
-                    "free by the watermark)")
-        slots = usable * self.config.block_size
-        if self.config.admission_reserve == "output_estimate" and total + self.config.block_size >= slots:
-            return (f"can never fit: SGLang's admission wants its {total} tokens plus a spare page of "
-                    f"{self.config.block_size} below the pool's {slots} token slots")
-        if not self.config.enable_chunked_prefill and total > self.config.max_num_batched_tokens:
-            return (f"can never fit: with chunked prefill off, its prompt (and any recompute of prompt plus "
-                    f"output, up to {total} tokens) must run in one step of max_num_batched_tokens="
-                    f"{self.config.max_num_batched_tokens}")
-        return None
+    def refusal(self, req: Request) -> Refusal | None:
+        """Why the request is refused as it arrives (None: it queues): it could never fit, or a queue
+        limit or the SLO admission rule turns it away (engine/admission.py)."""
+        return refusal(self.config, self.scheduler, self.deployment, self.max_model_len, req)
 
     def update_config(self, **changes) -> None:
         """Change live knobs between steps; the next step schedules under the new values."""
@@ -273,31 +262,37 @@ class Engine:
             arrived.append(req)
         for req in sorted(arrived, key=lambda r: (r.arrival_ms, r.arrival_index)):
             events.append(Event("arrived", req.request_id, reasons.arrived(req), {}))
-            why = self.never_fits(req)  # refused when it arrives, not when it was submitted
+            why = self.refusal(req)  # refused when it arrives, not when it was submitted
             if why:
-                req.refusal = why
+                req.refusal = why.reason
                 self._finish(req, FinishReason.REJECTED)
-                events.append(Event("rejected", req.request_id, why, {}))
+                events.append(Event("rejected", req.request_id, why.reason, {"rule": why.rule}))
                 continue
             req.queued_step, req.queued_ms = req.arrival_step, req.arrival_ms
             self.scheduler.add(req)
         self._step_start_ms = self.clock_ms
         return events
 
-    def _run(self, decision: SchedulerOutput) -> dict[str, int]:
-        """The forward pass: each scheduled request's new tokens, read against its KV pages."""
-        batch = [(self.requests[rid], n, self.blocks.block_table(rid)) for rid, n in decision.scheduled.items()]
+    def _run(self, decision: SchedulerOutput) -> dict[str, list[int]]:
+        """The forward pass: each scheduled request's new tokens (and drafts), read against its KV pages."""
+        batch = [(self.requests[rid], n, self.blocks.block_table(rid), decision.drafts.get(rid, []))
+                 for rid, n in decision.scheduled.items()]
         return self.runner.execute(batch) if batch else {}
 
-    def _postprocess(self, decision: SchedulerOutput, sampled: dict[str, int], events: list[Event],
+    def _postprocess(self, decision: SchedulerOutput, sampled: dict[str, list[int]], events: list[Event],
                      timings: StepTimings) -> tuple[list[ScheduledChunk], list[Event], ModeledCost | None]:
         """The clock advances by the step's cost; each request gains its computed tokens and sampled
-        token, and those that are done finish. Returns the batch as chunks, the step's events and
-        its modeled cost (None on this machine's wall clock)."""
+        tokens, those that are done finish, and the rest get their drafts for the next step. Returns the
+        batch as chunks, the step's events and its modeled cost (None on this machine's wall clock)."""
         batch = [(self.requests[rid], n) for rid, n in decision.scheduled.items()]
         cost, events = self._price(batch, events)
         self.clock_ms += step_ms(timings, cost)
-        chunks = [self._advance(req, n, sampled.get(req.request_id), events) for req, n in batch]
+        chunks = [self._advance(req, n, sampled.get(req.request_id, []), decision.drafts.get(req.request_id, []),
+                                events) for req, n in batch]
+        if self.proposer is not None:
+            for req, _ in batch:  # vLLM proposes for every request that sampled and is still decoding
+                if req.request_id in sampled and not req.is_finished:
+                    req.spec_token_ids = self.proposer.propose(req.all_token_ids)
         if not batch:
             events.append(Event("idle", None, self._why_idle(), {}))
         if cost is None:
@@ -309,12 +304,14 @@ class Engine:
         """The step on the deployment (engine/pricing.py); unpriced on this machine's wall clock."""
         if self.deployment is None:
             return None, events
-        return price_step(self.deployment, self.config.block_size, batch, events, self.requests)
+        return price_step(self.deployment, self.config, batch, events, self.requests)
 
-    def _advance(self, req: Request, n: int, token: int | None, events: list[Event]) -> ScheduledChunk:
-        """Apply one step's work to a request: n more tokens computed, maybe one more sampled."""
-        kind = req.chunk_kind(n)
-        chunk = ScheduledChunk(req.request_id, kind, req.num_computed_tokens, n)
+    def _advance(self, req: Request, n: int, tokens: list[int], drafts: list[int],
+                 events: list[Event]) -> ScheduledChunk:
+        """Apply one step's work to a request: n more tokens computed (the drafts among them that the model
+        rejected are taken back: their KV slots are written again next step), and the tokens it sampled."""
+        kind = req.chunk_kind(n - len(drafts))
+        chunk = ScheduledChunk(req.request_id, kind, req.num_computed_tokens, n, draft_token_ids=list(drafts))
         if req.first_scheduled_step is None:
             req.first_scheduled_step, req.first_scheduled_ms = self.step_index, self._step_start_ms
         self.counters["num_recomputed_tokens"] += max(0, min(req.num_computed_tokens + n, req.peak_computed_tokens)
@@ -323,18 +320,28 @@ class Engine:
             events.append(Event("chunk_scheduled", req.request_id,
                                 reasons.chunk_scheduled(req.num_computed_tokens, n, req.num_tokens),
                                 {"start": req.num_computed_tokens, "num_tokens": n}))
-        req.num_computed_tokens += n
+        accepted = max(0, len(tokens) - 1) if drafts else 0
+        req.num_computed_tokens += n - (len(drafts) - accepted)
+        req.is_prefill_chunk = req.num_computed_tokens < req.num_tokens
         req.peak_computed_tokens = max(req.peak_computed_tokens, req.num_computed_tokens)
-        if token is not None:
+        if drafts and tokens:
+            chunk.num_accepted = accepted
+            self.counters["num_draft_tokens"] += len(drafts)
+            self.counters["num_accepted_tokens"] += accepted
+        for token in tokens:  # each checked for a stop: tokens after one are dropped, as vLLM drops them
             req.output_token_ids.append(token)
             req.output_text += self.loaded.token_text(token)
             req.token_steps.append(self.step_index)
             req.token_ms.append(self.clock_ms)
-            chunk.new_token_id, chunk.new_token_text = token, self.loaded.token_text(token)
+            chunk.new_token_ids.append(token)
             reason = self._stop_reason(req, token)
             if reason:
                 self._finish(req, reason)
                 events.append(Event("finished", req.request_id, reasons.finished(req), {"reason": reason.value}))
+                break
+        if chunk.new_token_ids:
+            chunk.new_token_id = chunk.new_token_ids[-1]
+            chunk.new_token_text = self.loaded.text_of(chunk.new_token_ids)
         return chunk
 
     def _stop_reason(self, req: Request, token: int) -> FinishReason | None:

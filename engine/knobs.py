@@ -149,6 +149,26 @@ KNOBS: tuple[Knob, ...] = (  # in the order the CLI's help, the link and the con
     _choice("admission_reserve", ("prompt", "output_estimate", "max_tokens"), "what must fit to admit: 'prompt' "
             "(its whole sequence, vLLM), 'output_estimate' (plus a share of remaining output, SGLang) or "
             "'max_tokens' (all at full length, TensorRT-LLM GUARANTEED_NO_EVICT)", "scheduler"),
+    Knob("max_num_queued_reqs", int, None, "queue limit: a request arriving when this many are already in "
+         "flight (waiting or running) is refused at once, as vLLM's server answers 503 (none: no limit)",
+         "scheduler", optional=True, low=1, high=1_000_000, noun="a number of requests",
+         sweep="none, 8, 16, 32"),
+    Knob("max_num_queued_tokens", int, None, "queue limit: a request arriving when the prompts of requests "
+         "still before their first token already hold this many tokens is refused at once, as vLLM's server "
+         "answers 503 (none: no limit)", "scheduler", optional=True, low=1, high=100_000_000,
+         noun="a number of tokens", step=64, sweep="none, 256, 512, 1024"),
+    _flag("slo_admission", False, "the lab's SLO admission rule: refuse an arriving request whose estimated "
+          "TTFT (the prompt tokens queued ahead of it and its own, at the deployment's modeled prefill rate) "
+          "misses slo_ttft_ms; needs slo_ttft_ms and a deployment", "scheduler", ab=True),
+    _choice("speculative_method", ("none", "ngram"), "speculative decoding: 'none', or 'ngram' (vLLM's prompt "
+            "lookup: draft the tokens that followed the last matching n-gram of the request's own text, verify "
+            "them in the next forward pass)", "model", sweep="none, ngram", ab=True),
+    _int("num_speculative_tokens", 3, 1, 16, "with speculative decoding, the most draft tokens a request may "
+         "verify in one step (vLLM's num_speculative_tokens)", "model", sweep="1, 2, 3, 5"),
+    _int("prompt_lookup_min", 2, 1, 16, "with ngram speculation, the shortest n-gram that may match "
+         "(vLLM's prompt_lookup_min; its default is 5)", "model"),
+    _int("prompt_lookup_max", 3, 1, 16, "with ngram speculation, the longest n-gram it looks for first "
+         "(vLLM's prompt_lookup_max; its default is 5)", "model"),
     _choice("engine_preset", ENGINE_PRESETS, "a named engine's rules set together: " + ", ".join(ENGINE_PRESETS)
             + " (knobs given beside it override it)", "scheduler", ab=True),
     _flag("enable_prefix_caching", False, "let requests share KV pages of equal prompt prefixes", "kv",

@@ -45,7 +45,8 @@ def request_metrics(req: Request, priced: bool = False) -> dict:
 # The engine's running counters (StepStats carries them in every record); prefix-cache lookups by
 # preempted requests are kept apart from new requests', as vLLM's PrefixCacheStats does.
 COUNTER_KEYS = ("num_preemptions", "num_recomputed_tokens", "num_swapped_blocks", "prefix_cache_queries",
-                "prefix_cache_hits", "preempted_prefix_cache_queries", "preempted_prefix_cache_hits")
+                "prefix_cache_hits", "preempted_prefix_cache_queries", "preempted_prefix_cache_hits",
+                "num_draft_tokens", "num_accepted_tokens")
 # The engine's queue and pool gauges after a step (StepStats carries them too).
 GAUGE_KEYS = ("num_requests_finished", "num_requests_running", "num_requests_waiting", "num_requests_swapped",
               "kv_cache_usage_perc")
@@ -117,6 +118,9 @@ def aggregate_metrics(per_request: list[dict], num_steps: int, engine_time_ms: f
         "throughput_tokens_per_s": generated / (engine_time_ms / 1000) if engine_time_ms else 0.0,
         "prefix_cache_hit_rate": counters["prefix_cache_hits"] / counters["prefix_cache_queries"]
         if counters["prefix_cache_queries"] else 0.0,
+        # vLLM's spec-decode acceptance rate: accepted drafts over drafts verified (None: nothing drafted).
+        "spec_acceptance_rate": counters["num_accepted_tokens"] / counters["num_draft_tokens"]
+        if counters["num_draft_tokens"] else None,
         **counters,
     }
     busy = sum(ms for ms, _, _ in modeled_steps or ())
@@ -131,17 +135,23 @@ def aggregate_metrics(per_request: list[dict], num_steps: int, engine_time_ms: f
 
 def _slo_aggregate(per_request: list[dict], engine_time_ms: float, slo: Slo | None) -> dict:
     """Request throughput, and against the SLO: each finished request's verdict, attainment and goodput
-    (finished requests per second that met every target), as the serving benchmarks report them."""
+    (finished requests per second that met every target), as the serving benchmarks report them.
+
+    A refused request counts against attainment as a miss (its client was served by no one), so turning
+    requests away cannot raise attainment by itself; on_time_served is the share of those served that
+    met every target, the number admission control is meant to raise."""
     finished = [m for m in per_request if m["finish_reason"] not in (None, "rejected")]
+    refused = len(per_request) - len(finished) - sum(m["finish_reason"] is None for m in per_request)
     seconds = engine_time_ms / 1000
     out = {"request_throughput": len(finished) / seconds if seconds else 0.0}
     if slo is None:
-        return out | {"slo_attainment": None, "goodput": None, "slo_met": None}
+        return out | {"slo_attainment": None, "on_time_served": None, "goodput": None, "slo_met": None}
     for m in finished:
         m["slo_missed"] = slo.missed(m)
     good = sum(not m["slo_missed"] for m in finished)
-    attainment = good / len(finished) if finished else None
-    return out | {"slo_attainment": attainment, "goodput": good / seconds if seconds else 0.0,
+    attainment = good / (len(finished) + refused) if finished or refused else None
+    return out | {"slo_attainment": attainment, "on_time_served": good / len(finished) if finished else None,
+                  "goodput": good / seconds if seconds else 0.0,
                   "slo_met": None if attainment is None else attainment >= slo.percentile / 100}
 
 
@@ -192,12 +202,14 @@ METRICS: dict[str, Metric] = {m.id: m for m in [
     Metric("num_recomputed_tokens", None, "recomputed tokens", "tokens", "lower"),
     Metric("num_swapped_blocks", None, "swapped blocks", "blocks", "lower"),
     Metric("prefix_cache_hit_rate", None, "prefix cache hit rate", "fraction", "higher"),
+    Metric("spec_acceptance_rate", None, "draft acceptance rate", "fraction", "higher"),
     # A fuller pool is neither good nor bad by itself: it is the price of admitting more.
     Metric("peak_kv_cache_usage_perc", None, "peak KV usage", "fraction", None),
     Metric("num_requests_rejected", None, "rejected", "requests", "lower"),
     Metric("request_throughput", None, "request throughput", "requests/s", "higher"),
     Metric("goodput", None, "goodput", "requests/s", "higher"),
     Metric("slo_attainment", None, "SLO attainment", "fraction", "higher"),
+    Metric("on_time_served", None, "on time, of served", "fraction", "higher"),
     Metric("mfu", None, "MFU (modeled)", "fraction", "higher"),
     Metric("mbu", None, "MBU (modeled)", "fraction", "higher"),
 ]}

@@ -17,6 +17,7 @@ from transformers import AttentionInterface, AutoConfig, AutoModelForCausalLM, A
 from engine.config import EngineConfig
 from engine.kv_cache import ATTN_IMPLEMENTATION, KVCache, build_context, check_pool_fits, paged_attention, pool_bytes
 from engine.request import Request
+from engine.speculation import verify
 
 AttentionInterface.register(ATTN_IMPLEMENTATION, paged_attention)
 
@@ -191,41 +192,50 @@ class ModelRunner:
             (self.cache.swap_out if direction == "out" else self.cache.swap_in)(pairs)
 
     @torch.inference_mode()
-    def execute(self, batch: list[tuple[Request, int, list[int]]]) -> dict[str, int]:
-        """Run one forward pass over every scheduled token; sample for requests whose
-        scheduled tokens reach their end (a partial prefill chunk samples nothing)."""
+    def execute(self, batch: list[tuple[Request, int, list[int], list[int]]]) -> dict[str, list[int]]:
+        """Run one forward pass over every scheduled token: (request, tokens, block table, the draft tokens
+        its tokens end with). Returns the tokens each request whose scheduled tokens reach its end appends:
+        one, or with drafts, those the model agrees with and one more (engine/speculation.py). A partial
+        prefill chunk samples nothing."""
         device = self.loaded.device
-        ids, positions, seqs, last_rows, samplers = [], [], [], [], []
+        ids, positions, seqs, kept, verifying = [], [], [], [], []
         row = 0
-        for req, n, table in batch:
+        for req, n, table, drafts in batch:
             start = req.num_computed_tokens
-            ids.extend(req.all_token_ids[start:start + n])
+            ids.extend(req.all_token_ids[start:start + n - len(drafts)])
+            ids.extend(max(d, 0) for d in drafts)  # a placeholder slot computes token 0, and is never kept
             positions.extend(range(start, start + n))
             seqs.append((start, n, table))
             row += n
-            if start + n == req.num_tokens:
-                last_rows.append(row - 1)
-                samplers.append(req)
+            if start + n - len(drafts) == req.num_tokens:  # logits at its last token and after each draft
+                verifying.append((req, drafts, len(kept)))
+                kept.extend(range(row - 1 - len(drafts), row))
         ctx = build_context(self.cache, seqs, device)
         out = self.loaded.model(
             input_ids=torch.tensor([ids], device=device), position_ids=torch.tensor([positions], device=device),
-            logits_to_keep=torch.tensor(last_rows, dtype=torch.long, device=device), use_cache=False,
+            logits_to_keep=torch.tensor(kept, dtype=torch.long, device=device), use_cache=False,
             paged_context=ctx)
         logits = out.logits[0]
         # One argmax for the whole batch serves every greedy request (one device sync, not one each).
         greedy = logits.argmax(dim=-1).tolist()
-        return {req.request_id: greedy[i] if req.sampling.temperature == 0 else self._sample(req, logits[i].float())
-                for i, req in enumerate(samplers)}
 
-    def _sample(self, req: Request, logits: torch.Tensor) -> int:
-        """Draw from the temperature-scaled (and top-p truncated) distribution."""
+        def picker(req: Request, first: int) -> Callable[[int], int]:  # the token after j drafts
+            if req.sampling.temperature == 0:
+                return lambda j: greedy[first + j]
+            return lambda j: self._sample(req, logits[first + j].float(), j)
+
+        return {req.request_id: verify(drafts, picker(req, first)) for req, drafts, first in verifying}
+
+    def _sample(self, req: Request, logits: torch.Tensor, ahead: int = 0) -> int:
+        """Draw from the temperature-scaled (and top-p truncated) distribution the token `ahead` places
+        after its newest (more than 0 only when verifying drafts)."""
         params = req.sampling
         # A generator seeded by (request seed, output index) makes each draw independent of
         # batch composition and history, so preemption, time travel and A/B runs agree.
         base = params.seed if params.seed is not None else self.seed * 1_000_003 + req.arrival_index
         # Folded into 64 bits: torch takes no more, and the sidebar's largest seed (2**31 - 1) times
         # these multipliers overflowed it (issue 32); every seed that worked before draws the same.
-        gen = torch.Generator().manual_seed((base * 1_000_033 + len(req.output_token_ids)) % 2**64)
+        gen = torch.Generator().manual_seed((base * 1_000_033 + len(req.output_token_ids) + ahead) % 2**64)
         probs = torch.softmax(logits / params.temperature, dim=-1).cpu()
         if params.top_p < 1.0:
             sorted_probs, order = probs.sort(descending=True)

@@ -47,6 +47,11 @@ def no_budget_for_prompt(req: Request, token_budget: int, left: int, chunked: bo
             f"{left} left this step, and chunked prefill is off")
 
 
+def no_budget_for_padding(padded: int, left: int) -> str:
+    return (f"token budget: with one token left to compute it is padded with placeholder drafts to {padded} tokens "
+            f"(a decode of uniform shape, as vLLM pads it), and only {left} are left this step")
+
+
 def no_budget_for_swapped() -> str:
     return "token budget used up before swapped requests"
 

@@ -60,12 +60,14 @@ class Recorder:
     def budget(self, chunks: list[ScheduledChunk]) -> Budget:
         """How much of each limit the step used, and the KV pool after it."""
         cfg, blocks = self.config, self.blocks
-        decode_tokens = sum(c.num_tokens for c in chunks if c.kind == "decode")
+        drafts = sum(len(c.draft_token_ids) for c in chunks)
+        decode_tokens = sum(c.num_tokens - len(c.draft_token_ids) for c in chunks if c.kind == "decode")
         tokens = sum(c.num_tokens for c in chunks)
         cached = blocks.num_cached_free_blocks
         return Budget(
             tokens_used=tokens, token_budget=cfg.max_num_batched_tokens, decode_tokens=decode_tokens,
-            prefill_tokens=tokens - decode_tokens, seqs_used=len(chunks), seq_cap=cfg.max_num_seqs,
+            prefill_tokens=tokens - decode_tokens - drafts, draft_tokens=drafts, seqs_used=len(chunks),
+            seq_cap=cfg.max_num_seqs,
             gpu_blocks_used=cfg.num_gpu_blocks - blocks.num_free_blocks, gpu_blocks_cached=cached,
             gpu_blocks_free=blocks.num_free_blocks - cached, num_gpu_blocks=cfg.num_gpu_blocks,
             cpu_blocks_used=blocks.num_cpu_used, num_cpu_blocks=cfg.num_cpu_blocks)

@@ -31,8 +31,13 @@ class ScheduledChunk:
     kind: str
     start: int
     num_tokens: int
-    new_token_id: int | None = None
-    new_token_text: str | None = None
+    new_token_id: int | None = None  # the last token it sampled this step
+    new_token_text: str | None = None  # the text of every token it sampled this step
+    # Speculative decoding: the draft tokens among its num_tokens (-1: a placeholder slot), how many of them
+    # the model accepted, and every token it appended (the accepted drafts, then the model's own).
+    draft_token_ids: list[int] = field(default_factory=list)
+    num_accepted: int = 0
+    new_token_ids: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -61,6 +66,7 @@ class Budget:
     num_gpu_blocks: int
     cpu_blocks_used: int
     num_cpu_blocks: int
+    draft_tokens: int = 0  # speculative decoding: draft tokens verified in the step (not in decode or prefill)
 
 
 @dataclass(slots=True)
@@ -118,6 +124,8 @@ class StepStats:
     prefix_cache_hits: int
     preempted_prefix_cache_queries: int = 0
     preempted_prefix_cache_hits: int = 0
+    num_draft_tokens: int = 0  # speculative decoding: drafts verified so far, and those the model accepted
+    num_accepted_tokens: int = 0
 
 
 @dataclass(slots=True)
@@ -135,6 +143,9 @@ class ModeledCost:
     mbu: float
     swap_ms: float
     clock_ms: float  # the modeled clock at the step's end
+    graph: str = "eager"  # the CUDA graph its first real step replays: "full", "piecewise" or "eager"
+    tokens: int = 0  # the tokens that first real step computes
+    padded_tokens: int = 0  # its token rows, padded up to the graph's captured size
 
 
 @dataclass(slots=True)

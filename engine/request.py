@@ -62,8 +62,12 @@ class Request:
     output_text: str = ""
     num_computed_tokens: int = 0
     finish_reason: FinishReason | None = None
-    refusal: str | None = None  # why it was refused on arrival (it could never fit)
+    refusal: str | None = None  # why it was refused on arrival (engine/admission.py)
     hold_kv: bool = False  # a prefill replica's: its pages outlive it, until their copy to a decode replica is made
+    # Speculative decoding: the draft tokens proposed after its last step, verified when it is next scheduled.
+    spec_token_ids: list[int] = field(default_factory=list)
+    # vLLM's is_prefill_chunk: the last chunk it was scheduled left some of its prompt (or recompute) to do.
+    is_prefill_chunk: bool = False
 
     # Where the current prefill started after a prefix-cache hit, to tell a whole
     # prefill from a chunk of one.

@@ -36,14 +36,15 @@ class Admission:
 ADMIT = Admission(True)
 
 
-def chunk_size(config: EngineConfig, req: Request, budget: int, computed: int, contenders: int) -> int:
-    """How many of the request's uncomputed tokens fit this step (0: none may run).
+def chunk_size(config: EngineConfig, req: Request, budget: int, computed: int, contenders: int,
+               drafts: int = 0) -> int:
+    """How many of the request's uncomputed tokens (and draft tokens to verify) fit this step (0: none may run).
 
     A running request takes what the budget leaves, as in vLLM v1; only a waiting
     prompt must fit whole when chunked prefill is off. The chunk cap applies only
     while another request (of `contenders`, running or waiting) could use the budget:
     alone, nobody would be starved."""
-    remaining = req.num_tokens - computed
+    remaining = req.num_tokens + drafts - computed
     cap = config.long_prefill_token_threshold
     if cap and config.enable_chunked_prefill and contenders > 1:
         remaining = min(remaining, cap)

@@ -18,6 +18,7 @@ from engine.config import EngineConfig
 from engine.metrics import COUNTER_KEYS
 from engine.records import Event
 from engine.request import FinishReason, Request, RequestStatus
+from engine.speculation import PLACEHOLDER
 from engine.waiting_queue import waiting_queue
 
 
@@ -32,6 +33,11 @@ class SchedulerOutput:
     swaps: list[tuple[str, list[tuple[int, int]]]] = field(default_factory=list)
     preempted: list[Request] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    # Speculative decoding: request id -> the draft tokens its scheduled tokens end with (PLACEHOLDER for
+    # a slot padded in that holds no draft), verified in this step's forward pass.
+    drafts: dict[str, list[int]] = field(default_factory=dict)
+    running_scheduled: set[str] = field(default_factory=set)  # requests the running pass scheduled
+    running_prefill: bool = False  # one of them is part way through its prompt
 
     def schedule(self, req: Request, num_tokens: int) -> None:
         self.scheduled[req.request_id] = num_tokens
@@ -40,15 +46,19 @@ class SchedulerOutput:
     def unschedule(self, req: Request) -> None:
         """A request placed in this batch and then preempted gives its tokens back."""
         self.budget_left += self.scheduled.pop(req.request_id, 0)
+        self.drafts.pop(req.request_id, None)
+        self.running_scheduled.discard(req.request_id)
 
     def note(self, kind: str, req: Request | None, reason: str, **data) -> None:
         self.events.append(Event(kind, req.request_id if req else None, reason, data))
 
 
 class Scheduler:
-    def __init__(self, config: EngineConfig, blocks: BlockManager):
+    def __init__(self, config: EngineConfig, blocks: BlockManager, max_model_len: int | None = None):
         self.config = config
         self.blocks = blocks
+        # A draft may not take a sequence past it (None: the config's, or no limit for a loop without a model).
+        self.max_model_len = max_model_len or config.max_model_len or 1_000_000
         self.waiting = waiting_queue(config.scheduling_policy)
         self.running: list[Request] = []  # in admission order: the last one is the newest
         self.swapped: list[Request] = []
@@ -130,7 +140,7 @@ class Scheduler:
             if prefills_only and req.is_decoding:
                 i += 1
                 continue
-            n = self._chunk_size(req, out.budget_left, req.num_computed_tokens)
+            n = self._chunk_size(req, out.budget_left, req.num_computed_tokens, len(req.spec_token_ids))
             while not self.blocks.allocate(req, n):
                 victim, rule = rules.pick_victim(self.config, self.running)
                 if self.running.index(victim) < i:
@@ -141,6 +151,12 @@ class Scheduler:
             if req.status != RequestStatus.RUNNING:
                 break
             out.schedule(req, n)
+            out.running_scheduled.add(req.request_id)
+            out.running_prefill |= req.is_prefill_chunk
+            drafts = req.spec_token_ids[:req.num_computed_tokens + n - req.num_tokens]  # those the budget let in
+            if drafts:
+                out.drafts[req.request_id] = drafts
+            req.spec_token_ids = []  # the next ones are proposed after this step
             i += 1
         for req in self.running[i:]:
             if out.budget_left == 0 and req.request_id not in out.scheduled:
@@ -215,6 +231,9 @@ class Scheduler:
                      prefix_hit_tokens=req.num_computed_tokens, query_tokens=req.num_tokens,
                      resumed=req.num_preemptions > 0, blocks=list(table))
             out.schedule(req, n)
+            padding = n - (req.num_tokens - req.num_computed_tokens)
+            if padding > 0:
+                out.drafts[req.request_id] = [PLACEHOLDER] * padding
 
     def _admit(self, req: Request, out: SchedulerOutput) -> tuple[list[int], int] | None:
         """Find req's cached prefix and pages for the rest of its chunk, preempting lower-priority
@@ -228,6 +247,11 @@ class Scheduler:
                     req, self.config.max_num_batched_tokens, out.budget_left, self.config.enable_chunked_prefill),
                     limit="token_budget")
                 return None
+            if self._pads_drafts(req, out, len(hit) * self.config.block_size):
+                n = 1 + self.config.num_speculative_tokens
+                if n > out.budget_left:  # vLLM would rather not schedule it than schedule it unpadded
+                    out.note("blocked", req, reasons.no_budget_for_padding(n, out.budget_left), limit="token_budget")
+                    return None
             verdict = rules.admission(self.config, self.blocks, self.running, req, hit)
             if verdict.fits and self.blocks.allocate(req, n, hit):  # the rule asked for at least this
                 return hit, n
@@ -236,6 +260,19 @@ class Scheduler:
                 out.note("blocked", req, verdict.reason, limit="blocks")
                 return None
             self._preempt(victim, out, reasons.outranked(req, victim, "KV pages"))
+
+    def _pads_drafts(self, req: Request, out: SchedulerOutput, computed: int) -> bool:
+        """vLLM 0.32 pads a request admitted with one token left to compute (a one-token prompt, or a
+        preempted decode whose pages the prefix cache still held) with placeholder drafts, so a batch of
+        decodes stays one shape for its CUDA graph: when no running prefill chunk shares the step, when it
+        joins other decodes or resumes, and when the padded sequence stays under max_model_len. Where the
+        chunk cap would cut the padding, vLLM stops on an assertion; the lab leaves it unpadded."""
+        k = self.config.num_speculative_tokens
+        cap = self.config.long_prefill_token_threshold
+        capped = cap and self.config.enable_chunked_prefill and len(self.running) + len(self.waiting) > 1
+        return (self.config.speculative_method != "none" and req.num_tokens - computed == 1
+                and not out.running_prefill and (out.running_scheduled or computed > 0)
+                and computed + 1 + k + 1 <= self.max_model_len and not (capped and cap < 1 + k))
 
     def _take_seat(self, req: Request, out: SchedulerOutput) -> bool:
         """A place for req under the sequence cap: True if there is one, preempting lower-priority
@@ -249,8 +286,10 @@ class Scheduler:
             self._preempt(victim, out, reasons.outranked(req, victim, "seat"))
         return True
 
-    def _chunk_size(self, req: Request, budget: int, computed: int) -> int:
-        return rules.chunk_size(self.config, req, budget, computed, len(self.running) + len(self.waiting))
+    def _chunk_size(self, req: Request, budget: int, computed: int, drafts: int = 0) -> int:
+        n = rules.chunk_size(self.config, req, budget, computed, len(self.running) + len(self.waiting), drafts)
+        # A verified draft's position must stay under max_model_len, with room for the token sampled after it.
+        return min(n, self.max_model_len - computed - 1) if drafts else n
 
     def _count_prefix_lookup(self, req: Request) -> None:
         """vLLM's PrefixCacheStats: a preempted request finding its own pages again counts apart."""
@@ -264,6 +303,7 @@ class Scheduler:
         out.unschedule(victim)
         self.running.remove(victim)
         victim.num_preemptions += 1
+        victim.spec_token_ids = []  # drafts are proposed afresh once it runs again
         out.preempted.append(victim)
         self.counters["num_preemptions"] += 1
         num_pages = len(self.blocks.block_table(victim.request_id))

@@ -36,12 +36,12 @@ class _Timeline:
         self.token_steps: list[int] = []
         self.token_ms: list[float] = []
 
-    def ran(self, step: int, start_ms: float, end_ms: float, token: int | None) -> None:
+    def ran(self, step: int, start_ms: float, end_ms: float, tokens: list[int]) -> None:
         """The request was in step's batch, which ran from start_ms to end_ms and maybe sampled its
-        next token."""
+        next tokens (more than one where it verified drafts)."""
         if self.first_scheduled_step is None:
             self.first_scheduled_step, self.first_scheduled_ms = step, start_ms
-        if token is not None:
+        for token in tokens:
             self.output_token_ids.append(token)
             self.token_steps.append(step)
             self.token_ms.append(end_ms)
@@ -65,7 +65,9 @@ def _timelines(records: list[StepRecord]) -> list[_Timeline]:
                 seen[e.request_id].finish_step = rec.step
                 seen[e.request_id].finish_ms = end if e.kind == "finished" else start
         for chunk in rec.batch:
-            seen[chunk.request_id].ran(rec.step, start, end, chunk.new_token_id)
+            # (a record saved before speculative decoding holds only new_token_id)
+            tokens = chunk.new_token_ids or ([] if chunk.new_token_id is None else [chunk.new_token_id])
+            seen[chunk.request_id].ran(rec.step, start, end, tokens)
     return sorted(seen.values(), key=lambda t: id_order(t.request_id))
 
 

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine import Engine, EngineConfig, LoadedModel, StepRecord, load_model
+from engine.admission import never_fits
 from engine.knobs import LIVE_KNOBS
 from engine.records import Event
 from engine.workload import WorkloadItem, submit
@@ -148,10 +149,11 @@ class Run(History):
         if self.records:
             return []
         engine = self.engine
-        why = {rid: engine.never_fits(req) for rid, req in engine.requests.items()}
+        why = {rid: never_fits(engine.config, engine.scheduler, engine.max_model_len, req)
+               for rid, req in engine.requests.items()}
         if not why or not all(why.values()):
             return []
-        return [Event("rejected", rid, reason, {}) for rid, reason in why.items()]
+        return [Event("rejected", rid, reason, {"rule": "never_fits"}) for rid, reason in why.items()]
 
     def prompt_tokens(self) -> dict[str, int]:
         """Each submitted request's prompt length in tokens, before it has even arrived."""

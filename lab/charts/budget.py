@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from engine.records import StepRecord
+from engine.records import ScheduledChunk, StepRecord
+from engine.speculation import PLACEHOLDER
 from lab.charts import fast
 from lab.charts.style import Subplots
 from lab.palette import CACHED_FREE, CHUNK_PATTERNS, FREE, request_color, text_color
@@ -20,7 +21,18 @@ KIND_LABELS = {"decode": "decode", "prefill": "prefill", "prefill_chunk": "prefi
 USED_PAGES = "#6B6B6B"
 ROWS = ("tokens", "sequences", "KV pages")
 KEY = ("Colour: the request, as on its card. Plain: a decode (one token). Striped: a prefill or a chunk of one. "
-       "Crossed: a recompute.")
+       "Crossed: a recompute. Dotted: draft tokens being verified (speculative decoding).")
+
+
+def _drafts(c: ScheduledChunk) -> str:
+    """A verified chunk's drafts in words: how many the model kept."""
+    placeholders = c.draft_token_ids.count(PLACEHOLDER)
+    if placeholders:
+        return (f"<b>{c.request_id}</b>: {placeholders} placeholder draft slots (vLLM pads a decode admitted from "
+                "the queue to the drafted shape); never accepted, their KV slots are written again next step")
+    rejected = len(c.draft_token_ids) - c.num_accepted
+    return (f"<b>{c.request_id}</b>: {len(c.draft_token_ids)} draft tokens verified, {c.num_accepted} accepted, "
+            f"{rejected} rejected (their KV slots are written again next step)")
 
 
 def _segments(record: StepRecord) -> list[dict]:
@@ -29,10 +41,14 @@ def _segments(record: StepRecord) -> list[dict]:
     segs, at = [], 0
     for c in record.batch:
         token = f" → “{c.new_token_text}”" if c.new_token_text is not None else " (no token yet: more chunks to go)"
-        segs.append(dict(row=0, start=at, length=c.num_tokens, color=request_color(c.request_id),
-                         pattern=CHUNK_PATTERNS[c.kind], label=c.request_id if c.num_tokens > 1 else "",
-                         hover=f"<b>{c.request_id}</b> {KIND_LABELS[c.kind]}: {c.num_tokens} tokens "
-                               f"(positions {c.start}–{c.start + c.num_tokens - 1}){token}"))
+        own = c.num_tokens - len(c.draft_token_ids)
+        segs.append(dict(row=0, start=at, length=own, color=request_color(c.request_id),
+                         pattern=CHUNK_PATTERNS[c.kind], label=c.request_id if own > 1 else "",
+                         hover=f"<b>{c.request_id}</b> {KIND_LABELS[c.kind]}: {own} tokens "
+                               f"(positions {c.start}–{c.start + own - 1}){token}"))
+        if c.draft_token_ids:
+            segs.append(dict(row=0, start=at + own, length=len(c.draft_token_ids), color=request_color(c.request_id),
+                             pattern=CHUNK_PATTERNS["draft"], label="", hover=_drafts(c)))
         at += c.num_tokens
     if b.token_budget > at:
         segs.append(dict(row=0, start=at, length=b.token_budget - at, color=FREE, pattern="", label="",
@@ -59,8 +75,9 @@ def figure(record: StepRecord) -> go.Figure:
     over = " (cap lowered while they ran)" if b.seqs_used > b.seq_cap else ""
     # "in the step" and "after it": a blocked reason speaks of the pages free before the step, this
     # row of those left after it, and a newcomer read one for the other (issue 31).
+    drafts = f" + {b.draft_tokens} draft" if b.draft_tokens else ""
     names = (f"<b>tokens</b> in the step {b.tokens_used} / {b.token_budget}  ({b.decode_tokens} decode + "
-             f"{b.prefill_tokens} prefill)", f"<b>sequences</b> {b.seqs_used} / {b.seq_cap}{over}",
+             f"{b.prefill_tokens} prefill{drafts})", f"<b>sequences</b> {b.seqs_used} / {b.seq_cap}{over}",
              f"<b>KV pages</b> after the step: {b.gpu_blocks_used} used / {b.num_gpu_blocks}")
     fig = Subplots(rows=3, cols=1, titles=names, vertical_spacing=0.2)
     segs = _segments(record)

@@ -93,6 +93,20 @@ RULES: dict[str, RuleKind] = {
         "choice", "the limit named by {request}'s 'blocked' event in this step ('token_budget', 'seq_cap' or "
         "'blocks'), or 'not blocked' if it has none",
         _blocked_limit, events=("blocked", "admitted"), needs=("request",)),
+    "rejected_ids": RuleKind(
+        "ids", "the requests refused as they arrived in this step (their 'rejected' events: a queue limit, the SLO "
+        "admission rule, or too big ever to fit)",
+        lambda rec, rule: _ids(rec, "rejected"), events=("rejected",)),
+    "accepted_drafts": RuleKind(
+        "number", "how many of {request}'s draft tokens the model accepted in this step (0 if it verified none)",
+        lambda rec, rule: c.num_accepted if (c := _chunk(rec, rule.request)) else 0, needs=("request",)),
+    "draft_tokens": RuleKind(
+        "number", "the draft tokens verified in this step's forward pass (budget.draft_tokens)",
+        lambda rec, rule: rec.budget.draft_tokens),
+    "padded_tokens": RuleKind(
+        "number", "the token rows this step's CUDA graph computes on the run's deployment: its tokens padded up "
+        "to the next captured size (modeled.padded_tokens)",
+        lambda rec, rule: _priced(rec).padded_tokens),
     "tokens_used": RuleKind(
         "number", "the number of tokens in this step's forward pass (budget.tokens_used)",
         lambda rec, rule: rec.budget.tokens_used),

@@ -1,5 +1,6 @@
 """The engine's greedy output must be token-for-token what transformers' generate gives
-each request run alone, whatever the knobs and however often preemption strikes."""
+each request run alone, whatever the knobs and however often preemption strikes, with speculative
+decoding on or off."""
 
 from __future__ import annotations
 
@@ -61,6 +62,10 @@ configs = st.builds(
     kv_allocation=st.sampled_from(["paged", "paged", "contiguous"]),
     preempt_on_admission=st.booleans(),
     admission_reserve=st.sampled_from(["prompt", "output_estimate", "max_tokens"]),
+    speculative_method=st.sampled_from(["none", "ngram"]),
+    num_speculative_tokens=st.integers(1, 6),
+    prompt_lookup_min=st.integers(1, 2),
+    prompt_lookup_max=st.integers(2, 4),
 )
 workloads = st.lists(
     st.tuples(st.integers(0, len(PROMPTS) - 1), st.integers(1, MAX_NEW), st.integers(0, 2), st.integers(0, 6),
@@ -117,6 +122,22 @@ def test_tight_pool_really_preempts(tiny_llama, reference):
         assert eng.counters[key] > 0
         for rid, i in zip(ids, range(6), strict=True):
             assert eng.requests[rid].output_token_ids == reference(tuple(PROMPTS[i]))
+
+
+def test_speculation_really_drafts_accepts_and_rejects_under_preemption_and_prefix_caching(tiny_llama, reference):
+    """A guard on the property above: with drafts on, a tight pool and shared prefixes, drafts are verified,
+    some accepted and some rejected, requests are preempted and prefixes hit, and every output is generate's."""
+    eng = Engine(EngineConfig(model=tiny_llama, block_size=4, num_gpu_blocks=20, max_num_batched_tokens=64,
+                              max_num_seqs=6, enable_prefix_caching=True, speculative_method="ngram",
+                              num_speculative_tokens=4, prompt_lookup_min=1, prompt_lookup_max=3))
+    ids = [eng.add_request(PROMPTS[i], SamplingParams(max_tokens=MAX_NEW, ignore_eos=True)) for i in range(8)]
+    records = eng.run()
+    counters = eng.counters
+    assert counters["num_preemptions"] > 0 and counters["prefix_cache_hits"] > 0
+    assert 0 < counters["num_accepted_tokens"] < counters["num_draft_tokens"]
+    assert any(c.num_accepted > 0 and len(c.new_token_ids) > 1 for r in records for c in r.batch)
+    for rid, i in zip(ids, range(8), strict=True):
+        assert eng.requests[rid].output_token_ids == reference(tuple(PROMPTS[i]))
 
 
 def test_model_is_loaded_once_per_process(tiny_llama):

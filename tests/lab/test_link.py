@@ -55,6 +55,11 @@ def knob_sets(draw) -> dict:
     knobs = {n: draw(KNOB_VALUES[n]) for n in names}
     if knobs.get("enable_prefix_caching") and knobs.get("kv_allocation") == "contiguous":
         del knobs["kv_allocation"]
+    if knobs.get("slo_admission"):  # it admits by a TTFT target priced on a deployment
+        knobs |= dict(slo_ttft_ms=knobs.get("slo_ttft_ms") or 500.0, deployment=knobs.get("deployment") or SUGGESTED[0])
+    low, high = (knobs.get(k, getattr(DEFAULTS, k)) for k in ("prompt_lookup_min", "prompt_lookup_max"))
+    if low > high:  # the n-grams run from the longest down to the shortest
+        knobs["prompt_lookup_min"] = knobs["prompt_lookup_max"] = high
     # A scenario holds only the knobs that differ from the defaults, in the config's order.
     return {k: knobs[k] for k in LINK_KNOBS if k in knobs and knobs[k] != getattr(DEFAULTS, k)}
 

@@ -20,7 +20,8 @@ from ui.session import default_knobs, exclusive, session
 # group -> (title, what a change does). The knobs come from the table, the scheduler's preset first.
 GROUP_TEXT = {
     "scheduler": ("Scheduler (live)", "A change applies from the next step and is kept in the run's history. An "
-                  "engine preset sets the rules below it together; change any of them after it."),
+                  "engine preset sets the rules below it together; change any of them after it. The queue limits "
+                  "at 0: no limit."),
     "slo": ("Service-level objectives (live)", "What each request is judged by: its first token within the TTFT "
             "target, each later one within the TPOT target (in ms; empty: none). The metrics report attainment "
             "and goodput."),
