@@ -124,7 +124,7 @@ class KnobParams:
                 if k in s.knobs and s.knobs[k] != getattr(base, k)}
 
     def decode(self, r: Reader, ctx: Context, s: Scenario) -> dict:
-        base, knobs = ctx.base_for(s.lesson), {}
+        base, alone = ctx.base_for(s.lesson), {}
         for key in [k for k in r.params if k.startswith(KNOB_PREFIX)]:
             knob = key[len(KNOB_PREFIX):]
             if knob in KNOB and not KNOB[knob].link:
@@ -135,12 +135,28 @@ class KnobParams:
                 r.take(key)
                 r.warn(key, f"unknown knob {knob!r} (knobs: {', '.join(LINK_KNOBS)})")
                 continue
-            # Validated with the knobs accepted so far, so a clash between two knobs is caught too.
-            ok, value = r.value(key, KNOB[knob].annotation,
-                                lambda v, knob=knob: dataclasses.replace(base, **knobs, **{knob: v}))
-            if ok and value != getattr(base, knob):
+            ok, value = r.value(key, KNOB[knob].annotation, KNOB[knob].check)
+            if ok:
+                alone[knob] = (key, value)
+        # Then together, in the table's order: a knob is taken if it fits those taken so far with the ones
+        # still to come (slo_admission needs the slo_ttft_ms and deployment after it), or at least those
+        # taken so far (then the later knob it clashes with is the one refused, by name).
+        knobs: dict[str, object] = {}
+        order = [k for k in LINK_KNOBS if k in alone]
+        for i, knob in enumerate(order):
+            key, value = alone[knob]
+            later = {k: alone[k][1] for k in order[i + 1:]}
+            try:
+                dataclasses.replace(base, **knobs, **{knob: value}, **later)
+            except ValueError:
+                try:
+                    dataclasses.replace(base, **knobs, **{knob: value})
+                except ValueError as exc:
+                    r.warn(key, str(exc))
+                    continue
+            if value != getattr(base, knob):
                 knobs[knob] = value
-        return {"knobs": {k: knobs[k] for k in LINK_KNOBS if k in knobs}}
+        return {"knobs": knobs}
 
 
 def _length_text(dist: LengthDist) -> str:

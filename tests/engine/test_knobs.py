@@ -94,14 +94,15 @@ def test_every_config_attribute_the_code_reads_is_a_row_of_the_table():
 def test_a_new_knob_is_one_row():
     """What adding a row gives, with no other change: a typed, defaulted and checked field, a
     command-line flag with its help, a sweep's values read and checked."""
-    row = Knob("num_speculative_tokens", int, 0, "draft tokens proposed per step (0: no speculation)", "scheduler",
-               low=0, high=16, sweep="0, 2, 4")
+    row = Knob("max_num_partial_prefills", int, 1, "prompts that may be prefilled in chunks at once", "scheduler",
+               low=1, high=16, sweep="1, 2, 4")
     rows = (*KNOBS, row)
     config_cls = config_class(rows)
-    assert config_cls().num_speculative_tokens == 0 and config_cls(num_speculative_tokens=4).num_speculative_tokens == 4
-    with pytest.raises(ValueError, match=r"num_speculative_tokens must be an integer in \[0, 16\]; got 17"):
-        config_cls(num_speculative_tokens=17)
-    assert config_cls.from_dict({"num_speculative_tokens": 2}).num_speculative_tokens == 2
-    args = build_parser(rows).parse_args(["w.jsonl", "--num-speculative-tokens", "3"])
-    assert args.num_speculative_tokens == 3 and "draft tokens proposed" in build_parser(rows).format_help()
-    assert [parse(v, row.annotation) for v in row.sweep.split(",")] == [0, 2, 4]
+    assert config_cls().max_num_partial_prefills == 1
+    assert config_cls(max_num_partial_prefills=4).max_num_partial_prefills == 4
+    with pytest.raises(ValueError, match=r"max_num_partial_prefills must be an integer in \[1, 16\]; got 17"):
+        config_cls(max_num_partial_prefills=17)
+    assert config_cls.from_dict({"max_num_partial_prefills": 2}).max_num_partial_prefills == 2
+    args = build_parser(rows).parse_args(["w.jsonl", "--max-num-partial-prefills", "3"])
+    assert args.max_num_partial_prefills == 3 and "prefilled in chunks at once" in build_parser(rows).format_help()
+    assert [parse(v, row.annotation) for v in row.sweep.split(",")] == [1, 2, 4]
