@@ -266,13 +266,16 @@ class Scheduler:
         preempted decode whose pages the prefix cache still held) with placeholder drafts, so a batch of
         decodes stays one shape for its CUDA graph: when no running prefill chunk shares the step, when it
         joins other decodes or resumes, and when the padded sequence stays under max_model_len. Where the
-        chunk cap would cut the padding, vLLM stops on an assertion; the lab leaves it unpadded."""
+        chunk cap would cut the padding, vLLM stops on an assertion, and where the padded slots could never
+        fit the pool it would wait forever; the lab leaves it unpadded in both."""
         k = self.config.num_speculative_tokens
         cap = self.config.long_prefill_token_threshold
         capped = cap and self.config.enable_chunked_prefill and len(self.running) + len(self.waiting) > 1
+        usable = self.config.num_gpu_blocks - self.config.watermark_blocks
         return (self.config.speculative_method != "none" and req.num_tokens - computed == 1
                 and not out.running_prefill and (out.running_scheduled or computed > 0)
-                and computed + 1 + k + 1 <= self.max_model_len and not (capped and cap < 1 + k))
+                and computed + 1 + k + 1 <= self.max_model_len and not (capped and cap < 1 + k)
+                and self.blocks.blocks_needed(computed + 1 + k) <= usable)
 
     def _take_seat(self, req: Request, out: SchedulerOutput) -> bool:
         """A place for req under the sequence cap: True if there is one, preempting lower-priority

@@ -83,6 +83,15 @@ workloads = st.lists(
                     enable_prefix_caching=True, kv_allocation="paged", preempt_on_admission=True,
                     admission_reserve="prompt"),
          workload=[(0, 1, 0, 1, False), (0, 2, 1, 0, False)])
+# Found by this test: a request resumed with one token left, padded with placeholder drafts to more pages
+# than the whole pool, waited forever (vLLM would too); the lab leaves such a request unpadded.
+@example(knobs=dict(block_size=1, num_gpu_blocks=37, num_cpu_blocks=0, max_num_batched_tokens=37, max_num_seqs=1,
+                    enable_chunked_prefill=False, long_prefill_token_threshold=0, step_order="decode_first",
+                    scheduling_policy="fcfs", preemption_mode="recompute", victim_rule="policy", watermark=0.0,
+                    enable_prefix_caching=True, kv_allocation="paged", preempt_on_admission=False,
+                    admission_reserve="prompt", speculative_method="ngram", num_speculative_tokens=2,
+                    prompt_lookup_min=1, prompt_lookup_max=2),
+         workload=[(0, 1, 0, 0, False), (0, 1, 0, 0, False), (5, 1, 0, 0, False), (5, 1, 0, 0, False)])
 def test_greedy_matches_generate_under_any_knobs(tiny_llama, reference, knobs, workload):
     if knobs["kv_allocation"] == "contiguous":
         knobs["enable_prefix_caching"] = False
