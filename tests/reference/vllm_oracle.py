@@ -88,6 +88,10 @@ def random_workload(seed: int, speculative: bool = False) -> Workload:
                        prompt_lookup_max=rng.randint(1, 3))
         if 0 < config["long_prefill_token_threshold"] < 1 + config["num_speculative_tokens"]:
             config["long_prefill_token_threshold"] = 0
+        # Room for a resumed request's placeholder drafts: padded beyond the whole pool, vLLM would wait
+        # forever for pages it can never get, where the lab leaves it unpadded (Scheduler._pads_drafts).
+        padded = -(-(longest + config["num_speculative_tokens"]) // block_size)
+        config["num_gpu_blocks"] = max(config["num_gpu_blocks"], padded)
     return Workload(config, requests)
 
 
