@@ -76,14 +76,13 @@ def refusal(config: EngineConfig, sched: Scheduler, deployment: Deployment | Non
     if why:
         return Refusal("never_fits", why)
     limit = config.max_num_queued_reqs
-    if limit is not None and len(in_flight(sched)) + 1 > limit:
-        return Refusal("max_num_queued_reqs", f"refused at the door (HTTP 503 in vLLM): {len(in_flight(sched))} "
-                       f"requests already in flight, and max_num_queued_reqs={limit}")
+    if limit is not None and (flying := len(in_flight(sched))) + 1 > limit:
+        return Refusal("max_num_queued_reqs", f"refused at the door (HTTP 503 in vLLM): {flying} requests already "
+                       f"in flight, and max_num_queued_reqs={limit}")
     limit = config.max_num_queued_tokens
-    if limit is not None and queued_prompt_tokens(sched) >= limit:
+    if limit is not None and (queued := queued_prompt_tokens(sched)) >= limit:
         return Refusal("max_num_queued_tokens", f"refused at the door (HTTP 503 in vLLM): requests before their "
-                       f"first token already hold {queued_prompt_tokens(sched)} prompt tokens, and "
-                       f"max_num_queued_tokens={limit}")
+                       f"first token already hold {queued} prompt tokens, and max_num_queued_tokens={limit}")
     if config.slo_admission:
         estimate = TtftEstimate.of(config, sched, deployment, req)
         if estimate.ms > config.slo_ttft_ms:
