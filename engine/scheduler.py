@@ -291,8 +291,12 @@ class Scheduler:
 
     def _chunk_size(self, req: Request, budget: int, computed: int, drafts: int = 0) -> int:
         n = rules.chunk_size(self.config, req, budget, computed, len(self.running) + len(self.waiting), drafts)
-        # A verified draft's position must stay under max_model_len, with room for the token sampled after it.
-        return min(n, self.max_model_len - computed - 1) if drafts else n
+        # A verified draft's position must stay under max_model_len, with room for the token sampled after it,
+        # and inside a contiguous reservation, which holds the request's longest sequence and no more.
+        if not drafts:
+            return n
+        end = min(req.max_total_tokens if self.blocks.contiguous else self.max_model_len, self.max_model_len - 1)
+        return min(n, end - computed)
 
     def _count_prefix_lookup(self, req: Request) -> None:
         """vLLM's PrefixCacheStats: a preempted request finding its own pages again counts apart."""
