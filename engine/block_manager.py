@@ -100,14 +100,15 @@ class BlockManager:
         for b in new_ids:
             self.pool.ref(b)
         self.req_blocks[req.request_id] = self.block_table(req.request_id) + list(hit_blocks) + new_ids
-        self._name_full_pages(req, min(req.num_tokens, req.num_computed_tokens + len(hit_blocks) * self.block_size
+        self.name_full_pages(req, min(req.num_tokens, req.num_computed_tokens + len(hit_blocks) * self.block_size
                                        + num_new_tokens))
         return True
 
     def _take(self, n: int) -> list[int] | None:
         return self.pool.take_run(n) if self.contiguous else self.pool.take(n)
 
-    def _name_full_pages(self, req: Request, num_tokens: int) -> None:
+    def name_full_pages(self, req: Request, num_tokens: int) -> None:
+        """Name (for the prefix cache) each of its pages that its first num_tokens tokens fill."""
         self.prefix.name_full_pages(req, self.req_blocks[req.request_id], self.pool.blocks, num_tokens)
 
     def free(self, req: Request) -> int:
@@ -152,5 +153,5 @@ class BlockManager:
             self.pool.ref(b)
         self.req_blocks[req.request_id] = gpu_ids
         cpu_ids = self.swap.release(req.request_id)
-        self._name_full_pages(req, req.num_computed_tokens)
+        self.name_full_pages(req, req.num_computed_tokens)
         return list(zip(cpu_ids, gpu_ids, strict=True))

@@ -73,9 +73,21 @@ class _ConfigRules:
         if self.prompt_lookup_min > self.prompt_lookup_max:
             raise ValueError(f"prompt_lookup_min ({self.prompt_lookup_min}) must be at most prompt_lookup_max "
                              f"({self.prompt_lookup_max}): the n-grams looked for run from the longest down")
+        if self.async_scheduling:
+            self._check_async()
         if self.enable_prefix_caching and self.kv_allocation == "contiguous":
             raise ValueError("enable_prefix_caching needs kv_allocation='paged': a contiguous reservation "
                              "cannot share another request's blocks")
+
+    def _check_async(self) -> None:
+        """Async scheduling is vLLM v1's, and vLLM 0.32 refuses it beside CPU n-gram drafts."""
+        clash = [f"{name}={value!r}" for name, value, needed in (
+            ("step_order", self.step_order, "decode_first"), ("preemption_mode", self.preemption_mode, "recompute"),
+            ("speculative_method", self.speculative_method, "none")) if value != needed]
+        if clash:
+            raise ValueError(f"async_scheduling needs step_order='decode_first', preemption_mode='recompute' and "
+                             f"speculative_method='none' (vLLM v1's loop; vLLM 0.32 refuses it with n-gram drafts "
+                             f"proposed on the CPU); got {', '.join(clash)}")
 
     @property
     def watermark_blocks(self) -> int:

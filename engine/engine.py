@@ -8,6 +8,9 @@ swap copies it ordered are made; one forward pass runs over every scheduled toke
 requests retired, the clock advanced, drafts proposed for the next step when
 speculative decoding is on: engine/speculation.py) and the step is recorded as a
 StepRecord (engine/recorder.py).
+
+Under async scheduling (vLLM's AsyncScheduler) a step's tokens are handed back in the
+next turn, after its decision and before its forward pass, which reads them.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from engine.admission import Refusal, refusal
 from engine.block_manager import BlockManager
 from engine.clock import step_ms
 from engine.config import EngineConfig, SamplingParams
+from engine.handoff import Handoff
 from engine.hardware import Deployment, StepCost
 from engine.knobs import LIVE_KNOBS
 from engine.limits import MAX_STEPS
@@ -48,7 +52,9 @@ class _Timer:
         self._last = now
 
 
-class Engine:
+class Engine(Handoff):
+    """The serving engine: requests in, one scheduler step per call to step(), records out."""
+
     def __init__(self, config: EngineConfig | None = None, loaded: LoadedModel | None = None):
         self.config = config or EngineConfig()
         self.config.validate()
@@ -75,6 +81,8 @@ class Engine:
         self._pending: list[tuple[int, int, Request]] = []
         self._pending_ms: list[tuple[float, int, Request]] = []
         self.modeled_steps: list[tuple[float, float, float]] = []  # (ms, mfu, mbu) of each priced step
+        # Async: the last step's sampled tokens, not yet handed back, and its index (None: it ran no batch).
+        self._in_flight: tuple[list[tuple[Request, list[int]]], int] | None = None
         self.recorder = Recorder(self.config, self.scheduler, self.requests, self.loaded.text_of,
                                  by_time=self.deployment is not None)
 
@@ -159,52 +167,6 @@ class Engine:
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.num_finished < len(self.requests)
 
-    # ---- disaggregated serving: a prompt prefilled on one replica, decoded on another ----------
-
-    def receive(self, prefilled: Request, params: SamplingParams) -> tuple[list[int], int] | None:
-        """Take pages for a request prefilled on another replica (`prefilled`, which sampled its first token
-        there; `params`, its own sampling): its cached prefix here, and new pages for the rest of its
-        prompt, which the caller fills by copying the prefill replica's pages. Returns (the block table,
-        how many leading pages were cached here already), or None if the pool has no room now (nothing
-        is taken). It runs once kv_arrived says the copy is done; its latencies count from its arrival."""
-        rid, prompt = prefilled.request_id, prefilled.prompt_token_ids
-        req = Request(rid, list(prompt), params, length_scale=prefilled.length_scale, arrival_step=self.step_index,
-                      arrival_index=len(self.requests))
-        req.output_token_ids, req.output_text = list(prefilled.output_token_ids), prefilled.output_text
-        req.arrival_ms, req.first_scheduled_ms = prefilled.arrival_ms, prefilled.first_scheduled_ms
-        req.first_scheduled_step = self.step_index  # (steps count on each engine apart; the ms span both)
-        req.token_ms, req.token_steps = list(prefilled.token_ms), [self.step_index]
-        req.queued_step, req.queued_ms = self.step_index, prefilled.token_ms[-1]
-        hit = self.blocks.find_prefix_hit(req)
-        # Pages for the prompt and for its first decode step's token: a received request never waits
-        # for a page it cannot get (its decode replica could fill up with those, and none could run).
-        if not self.blocks.allocate(req, req.num_tokens - len(hit) * self.config.block_size, hit):
-            self.blocks.forget(req)
-            return None
-        req.num_computed_tokens = req.peak_computed_tokens = req.prefill_start = len(prompt)
-        req.status = RequestStatus.WAITING
-        self.requests[rid] = req
-        self.scheduler.incoming[rid] = req
-        return self.blocks.block_table(rid), len(hit)
-
-    def kv_arrived(self, request_id: str, at_ms: float) -> None:
-        """The copy into a received request's pages was done at at_ms: it may be scheduled from the next
-        step (an idle engine's clock moves on to that time)."""
-        if self.next_step_ms() is None:
-            self.clock_ms = max(self.clock_ms, at_ms)
-        self.scheduler.received.append(self.scheduler.incoming.pop(request_id))
-
-    def wait_until(self, at_ms: float) -> None:
-        """An engine that could schedule nothing (its waiting requests blocked by pages another replica
-        is still copying out) waits: its clock moves on to when something changed."""
-        self.clock_ms = max(self.clock_ms, at_ms)
-
-    def release(self, request_id: str) -> list[int]:
-        """A held request's pages, once copied elsewhere, go back to the pool; returns what they were."""
-        table = list(self.blocks.block_table(request_id))
-        self.scheduler.release(request_id)
-        return table
-
     def next_step_ms(self) -> float | None:
         """When the next step starts on the modeled clock: now if there is work, the next arrival by
         time if idle, None if nothing is left to do (a fleet steps its replicas in this order)."""
@@ -235,12 +197,16 @@ class Engine:
         decision = self.scheduler.schedule()              # who runs, with how many tokens; who is preempted
         for req in decision.preempted:                    # a victim queues again from this step
             req.queued_step, req.queued_ms = self.step_index, self._step_start_ms
+        # Each request's pages as planned: one that the outputs handed back below stop still runs on them.
+        tables = {rid: list(self.blocks.block_table(rid)) for rid in decision.scheduled}
+        handed_back = self._hand_back() if self.config.async_scheduling else []  # the last step's tokens
         timer.lap("schedule_ms")
         self.runner.copy_pages(decision.swaps)            # the KV copies that swap preemption ordered
         timer.lap("swap_ms")
-        sampled = self._run(decision)                     # one forward pass over every scheduled token
+        sampled = self._run(decision, tables)             # one forward pass over every scheduled token
         timer.lap("forward_ms")
-        chunks, events, modeled = self._postprocess(decision, sampled, events + decision.events, timer.timings)
+        chunks, events, modeled = self._postprocess(decision, sampled, events + decision.events + handed_back,
+                                                    timer.timings)
         record = self.recorder.record(self.step_index, chunks, events, timer.timings, modeled)
         self.step_index += 1
         return record
@@ -273,9 +239,9 @@ class Engine:
         self._step_start_ms = self.clock_ms
         return events
 
-    def _run(self, decision: SchedulerOutput) -> dict[str, list[int]]:
+    def _run(self, decision: SchedulerOutput, tables: dict[str, list[int]]) -> dict[str, list[int]]:
         """The forward pass: each scheduled request's new tokens (and drafts), read against its KV pages."""
-        batch = [(self.requests[rid], n, self.blocks.block_table(rid), decision.drafts.get(rid, []))
+        batch = [(self.requests[rid], n, tables[rid], decision.drafts.get(rid, []))
                  for rid, n in decision.scheduled.items()]
         return self.runner.execute(batch) if batch else {}
 
@@ -285,33 +251,51 @@ class Engine:
         tokens, those that are done finish, and the rest get their drafts for the next step. Returns the
         batch as chunks, the step's events and its modeled cost (None on this machine's wall clock)."""
         batch = [(self.requests[rid], n) for rid, n in decision.scheduled.items()]
+        awaiting_output = self._in_flight is not None  # (async) a step before this one ran, and was handed back
         cost, events = self._price(batch, events)
         self.clock_ms += step_ms(timings, cost)
-        chunks = [self._advance(req, n, sampled.get(req.request_id, []), decision.drafts.get(req.request_id, []),
-                                events) for req, n in batch]
+        chunks, in_flight = [], []
+        for req, n in batch:
+            tokens = sampled.get(req.request_id, [])
+            chunk = self._advance(req, n, tokens, decision.drafts.get(req.request_id, []), events)
+            if tokens and not chunk.discarded:
+                if self.config.async_scheduling:  # handed back next step, after its decision
+                    in_flight.append((req, tokens))
+                else:
+                    tokens = self._deliver(req, tokens, events, self.step_index)
+                chunk.new_token_ids, chunk.new_token_id = tokens, tokens[-1]
+                chunk.new_token_text = self.loaded.text_of(tokens)
+            chunks.append(chunk)
+        self._in_flight = (in_flight, self.step_index) if self.config.async_scheduling and batch else None
         if self.proposer is not None:
             for req, _ in batch:  # vLLM proposes for every request that sampled and is still decoding
                 if req.request_id in sampled and not req.is_finished:
                     req.spec_token_ids = self.proposer.propose(req.all_token_ids)
         if not batch:
-            events.append(Event("idle", None, self._why_idle(), {}))
+            events.append(Event("idle", None, self._why_idle(awaiting_output), {}))
         if cost is None:
             return chunks, events, None
         self.modeled_steps.append((cost.total_ms, cost.mfu, cost.mbu))
         return chunks, events, ModeledCost(self.deployment.name, **cost.to_dict(), clock_ms=self.clock_ms)
 
     def _price(self, batch: list[tuple[Request, int]], events: list[Event]) -> tuple[StepCost | None, list[Event]]:
-        """The step on the deployment (engine/pricing.py); unpriced on this machine's wall clock."""
+        """The step on the deployment (engine/pricing.py); unpriced on this machine's wall clock. Under async
+        scheduling its host work overlaps the GPU work of the step before, if one ran."""
         if self.deployment is None:
             return None, events
-        return price_step(self.deployment, self.config, batch, events, self.requests)
+        return price_step(self.deployment, self.config, batch, events, self.requests, self._in_flight is not None)
 
     def _advance(self, req: Request, n: int, tokens: list[int], drafts: list[int],
                  events: list[Event]) -> ScheduledChunk:
         """Apply one step's work to a request: n more tokens computed (the drafts among them that the model
-        rejected are taken back: their KV slots are written again next step), and the tokens it sampled."""
+        rejected are taken back: their KV slots are written again next step), and the tokens it sampled, which
+        _deliver hands to it (under async scheduling, one step later: until then they are placeholders)."""
         kind = req.chunk_kind(n - len(drafts))
         chunk = ScheduledChunk(req.request_id, kind, req.num_computed_tokens, n, draft_token_ids=list(drafts))
+        if req.is_finished:  # async: its stop was handed back after this step was planned
+            chunk.discarded = True
+            self.counters["num_discarded_tokens"] += n
+            return chunk
         if req.first_scheduled_step is None:
             req.first_scheduled_step, req.first_scheduled_ms = self.step_index, self._step_start_ms
         self.counters["num_recomputed_tokens"] += max(0, min(req.num_computed_tokens + n, req.peak_computed_tokens)
@@ -328,21 +312,47 @@ class Engine:
             chunk.num_accepted = accepted
             self.counters["num_draft_tokens"] += len(drafts)
             self.counters["num_accepted_tokens"] += accepted
-        for token in tokens:  # each checked for a stop: tokens after one are dropped, as vLLM drops them
+        if self.config.async_scheduling:
+            req.num_output_placeholders += len(tokens)
+        return chunk
+
+    def _hand_back(self) -> list[Event]:
+        """Async scheduling: the tokens the last step sampled reach the scheduler, after it planned this step.
+        A request they stop has been planned into this step anyway; one preempted meanwhile gets its token all
+        the same (it is real output), and is recomputed with it."""
+        events: list[Event] = []
+        if self._in_flight is None:
+            return events
+        in_flight, step = self._in_flight
+        for req, tokens in in_flight:
+            running = req.status == RequestStatus.RUNNING  # (a preempted request's placeholders were cleared)
+            if running:
+                req.num_output_placeholders -= len(tokens)
+            self._deliver(req, tokens, events, step, name_pages=running)
+        return events
+
+    def _deliver(self, req: Request, tokens: list[int], events: list[Event], step: int,
+                 name_pages: bool = False) -> list[int]:
+        """Append the tokens step `step` sampled (at the clock's now: that step's end), each checked for a stop;
+        those after a stop are dropped, as vLLM drops them. name_pages (async): the pages the tokens complete
+        are named for the prefix cache first, even if a stop then frees them, as vLLM's AsyncScheduler does.
+        Returns the tokens kept."""
+        kept, reason = [], None
+        for token in tokens:
             req.output_token_ids.append(token)
             req.output_text += self.loaded.token_text(token)
-            req.token_steps.append(self.step_index)
+            req.token_steps.append(step)
             req.token_ms.append(self.clock_ms)
-            chunk.new_token_ids.append(token)
+            kept.append(token)
             reason = self._stop_reason(req, token)
             if reason:
-                self._finish(req, reason)
-                events.append(Event("finished", req.request_id, reasons.finished(req), {"reason": reason.value}))
                 break
-        if chunk.new_token_ids:
-            chunk.new_token_id = chunk.new_token_ids[-1]
-            chunk.new_token_text = self.loaded.text_of(chunk.new_token_ids)
-        return chunk
+        if name_pages:
+            self.blocks.name_full_pages(req, req.num_computed_tokens - req.num_output_placeholders)
+        if reason:
+            self._finish(req, reason)
+            events.append(Event("finished", req.request_id, reasons.finished(req), {"reason": reason.value}))
+        return kept
 
     def _stop_reason(self, req: Request, token: int) -> FinishReason | None:
         params = req.sampling
@@ -359,10 +369,10 @@ class Engine:
         req.finish_step = self.step_index
         req.finish_ms = self.clock_ms
 
-    def _why_idle(self) -> str:
+    def _why_idle(self, awaiting_output: bool) -> str:
         return reasons.idle(self._pending[0][0] if self._pending else None,
                             self._pending_ms[0][0] if self._pending_ms else None,
-                            bool(self.scheduler.waiting or self.scheduler.swapped))
+                            bool(self.scheduler.waiting or self.scheduler.swapped), awaiting_output)
 
     # ---- reporting --------------------------------------------------------------------------
 

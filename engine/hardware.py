@@ -134,6 +134,8 @@ LINK_FRACTION = 0.8  # pinned host copies reach about this much of a link (an as
 COPY_LATENCY_MS = 0.01  # one copy call's fixed cost
 ALL_REDUCE_LATENCY_MS = 0.008  # one tensor-parallel all-reduce's fixed cost
 STEP_OVERHEAD_MS = 0.4  # per step, off the GPU: scheduling, launches, sampling (fitted with the decode points)
+# Under async scheduling the host prepares a step while the GPU runs the one before, so only the part of
+# STEP_OVERHEAD_MS longer than that GPU work shows (taken as long as this step's own: runs of steps alike).
 
 
 def split_name(text: str) -> tuple[str, dict]:
@@ -268,14 +270,15 @@ class Deployment:
     # ---- costs --------------------------------------------------------------------------------
 
     def step_cost(self, batch: list[tuple[float, float]], swapped_tokens: float = 0,
-                  graph_sizes: tuple[int, ...] = (), query_len: int = 1) -> StepCost:
+                  graph_sizes: tuple[int, ...] = (), query_len: int = 1, overlap_host: bool = False) -> StepCost:
         """One forward pass over batch: (new tokens, tokens already in the KV cache) per request.
 
         Every request in the batch is taken to sample one token (vLLM computes logits for
         the sampled positions only); swapped_tokens of KV cross the host link as well. graph_sizes:
         the batch sizes CUDA graphs were captured for (engine/cudagraph.py); the matmuls and the
         elementwise work run padded up to the graph's size. Empty: eager, unpadded. query_len: the tokens
-        of a decode (1, or 1 + num_speculative_tokens with drafts), so a batch of only those is a decode batch."""
+        of a decode (1, or 1 + num_speculative_tokens with drafts), so a batch of only those is a decode batch.
+        overlap_host: the host's share hides behind the GPU work of the step before (async scheduling)."""
         m, tp, nbytes = self.model_shape, self.tensor_parallel, self._bytes
         tokens, seqs = sum(n for n, _ in batch), len(batch)
         if tokens == 0 and swapped_tokens == 0:
@@ -305,11 +308,12 @@ class Deployment:
             size = tokens * m.hidden * nbytes * 2 * (tp - 1) / tp
             communication = 2 * m.layers * (ALL_REDUCE_LATENCY_MS + size / self._gpu.peer_bandwidth * 1e3)
         swap = self.swap_ms(swapped_tokens) if swapped_tokens else 0.0
+        gpu_ms = linear[0] + attention_ms + elementwise[0]
+        overhead = max(0.0, STEP_OVERHEAD_MS - gpu_ms - communication) if overlap_host else STEP_OVERHEAD_MS
         parts = {"linear": linear[0], "attention": attention_ms, "elementwise": elementwise[0],
-                 "communication": communication, "overhead": STEP_OVERHEAD_MS, "swap": swap}
+                 "communication": communication, "overhead": overhead, "swap": swap}
         total = sum(parts.values())
         compute_ms = (linear[0] if linear[1] else 0.0) + attention_compute
-        gpu_ms = linear[0] + attention_ms + elementwise[0]
         flops = linear_flops + attention_flops
         moved = self.weight_bytes + attention_bytes + elementwise_bytes
         return StepCost(total, parts, "compute" if compute_ms > gpu_ms / 2 else "memory", flops, moved,

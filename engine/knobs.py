@@ -169,6 +169,9 @@ KNOBS: tuple[Knob, ...] = (  # in the order the CLI's help, the link and the con
          "(vLLM's prompt_lookup_min; its default is 5)", "model"),
     _int("prompt_lookup_max", 3, 1, 16, "with ngram speculation, the longest n-gram it looks for first "
          "(vLLM's prompt_lookup_max; its default is 5)", "model"),
+    _flag("async_scheduling", False, "plan step n+1 while step n runs (vLLM's AsyncScheduler, on by default in "
+          "vLLM 0.32): the host's work hides behind the GPU's, but a step's tokens, stops and freed pages reach "
+          "the scheduler one step later", "model", sweep="false, true", ab=True),
     _choice("engine_preset", ENGINE_PRESETS, "a named engine's rules set together: " + ", ".join(ENGINE_PRESETS)
             + " (knobs given beside it override it)", "scheduler", ab=True),
     _flag("enable_prefix_caching", False, "let requests share KV pages of equal prompt prefixes", "kv",

@@ -46,7 +46,7 @@ def request_metrics(req: Request, priced: bool = False) -> dict:
 # preempted requests are kept apart from new requests', as vLLM's PrefixCacheStats does.
 COUNTER_KEYS = ("num_preemptions", "num_recomputed_tokens", "num_swapped_blocks", "prefix_cache_queries",
                 "prefix_cache_hits", "preempted_prefix_cache_queries", "preempted_prefix_cache_hits",
-                "num_draft_tokens", "num_accepted_tokens")
+                "num_draft_tokens", "num_accepted_tokens", "num_discarded_tokens")
 # The engine's queue and pool gauges after a step (StepStats carries them too).
 GAUGE_KEYS = ("num_requests_finished", "num_requests_running", "num_requests_waiting", "num_requests_swapped",
               "kv_cache_usage_perc")

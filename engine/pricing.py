@@ -30,15 +30,16 @@ class Work:
 
 
 def real_steps(dep: Deployment, work: list[Work], swapped_tokens: float = 0.0,
-               graph_sizes: tuple[int, ...] = (), query_len: int = 1) -> StepCost:
+               graph_sizes: tuple[int, ...] = (), query_len: int = 1, overlap: bool = False) -> StepCost:
     """What the real engine pays for one step of the small one: a first real step holding every
     request's real tokens (a decode's first token, each prompt chunk's n/s), then the decodes going
     on, one real token a step, until each has written its 1/s tokens (against its context halfway
     through each run of identical steps). The host copies are paid once. Each real step replays the
     CUDA graph its size picks from graph_sizes; the cost names the first one's. A decode verifying drafts
-    computes its 1 + drafts tokens in each of its real steps."""
+    computes its 1 + drafts tokens in each of its real steps. overlap: async scheduling, with a step before
+    this one on the GPU (the real steps after the first always follow one)."""
     first = dep.step_cost([(w.new if w.decode else w.new / w.scale, w.cached / w.scale) for w in work],
-                          graph_sizes=graph_sizes, query_len=query_len)
+                          graph_sizes=graph_sizes, query_len=query_len, overlap_host=overlap)
     steps = [(1, first)]
     decodes = [w for w in work if w.decode]
     done = 1
@@ -46,7 +47,8 @@ def real_steps(dep: Deployment, work: list[Work], swapped_tokens: float = 0.0,
         if upto > done:  # real steps done+1 .. upto: the decodes still writing
             going = [(w.new, w.cached / w.scale + (done + upto - 1) / 2) for w in decodes
                      if round(1 / w.scale) >= upto]
-            steps.append((upto - done, dep.step_cost(going, graph_sizes=graph_sizes, query_len=query_len)))
+            steps.append((upto - done, dep.step_cost(going, graph_sizes=graph_sizes, query_len=query_len,
+                                                     overlap_host=overlap)))
             done = upto
     swap = dep.swap_ms(swapped_tokens) if swapped_tokens else 0.0
     gpu_ms = sum(n * c.total_ms for n, c in steps)
@@ -69,10 +71,11 @@ def graph_shape(config: EngineConfig, gpu: str) -> tuple[tuple[int, ...], int]:
 
 
 def price_step(dep: Deployment, config: EngineConfig, batch: list[tuple[Request, int]], events: list[Event],
-               requests: dict[str, Request]) -> tuple[StepCost, list[Event]]:
+               requests: dict[str, Request], overlap: bool = False) -> tuple[StepCost, list[Event]]:
     """The step's cost (its real steps, plus the swap copies read off the step's swap events, with the
     CUDA graphs vLLM would capture under these knobs); and the events, where a swap's or a recompute's
-    reason gains what it costs on the deployment."""
+    reason gains what it costs on the deployment. overlap: its host work runs while the GPU runs the step
+    before (async scheduling)."""
     block_size = config.block_size
     graphs, query_len = graph_shape(config, dep.gpu)
 
@@ -82,7 +85,7 @@ def price_step(dep: Deployment, config: EngineConfig, batch: list[tuple[Request,
     copied = {i: real(len(e.data["blocks"]) * block_size, e) for i, e in enumerate(events)
               if e.kind in ("swapped_out", "swapped_in")}
     work = [Work(n, req.num_computed_tokens, req.length_scale, req.chunk_kind(n) == "decode") for req, n in batch]
-    cost = real_steps(dep, work, sum(copied.values()), graphs, query_len)
+    cost = real_steps(dep, work, sum(copied.values()), graphs, query_len, overlap)
     priced = []
     for i, e in enumerate(events):
         if i in copied:

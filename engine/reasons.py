@@ -109,7 +109,10 @@ def finished(req: Request) -> str:
     }[req.finish_reason] + "; its KV pages go back to the pool"
 
 
-def idle(next_step: int | None, next_ms: float | None, blocked: bool) -> str:
+def idle(next_step: int | None, next_ms: float | None, blocked: bool, awaiting_output: bool = False) -> str:
+    if awaiting_output:
+        return ("nothing to run: each running request's last token is still in flight (async scheduling); this "
+                "step only hands those tokens back")
     if next_step is not None:
         return f"nothing to run: the next request arrives at step {next_step}"
     if next_ms is not None:

@@ -38,6 +38,9 @@ class ScheduledChunk:
     draft_token_ids: list[int] = field(default_factory=list)
     num_accepted: int = 0
     new_token_ids: list[int] = field(default_factory=list)
+    # Async scheduling: planned before the step that stopped its request was handed back, so it ran anyway
+    # and what it sampled was thrown away.
+    discarded: bool = False
 
 
 @dataclass(slots=True)
@@ -126,6 +129,7 @@ class StepStats:
     preempted_prefix_cache_hits: int = 0
     num_draft_tokens: int = 0  # speculative decoding: drafts verified so far, and those the model accepted
     num_accepted_tokens: int = 0
+    num_discarded_tokens: int = 0  # async scheduling: tokens computed for a request already stopped
 
 
 @dataclass(slots=True)

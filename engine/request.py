@@ -68,6 +68,9 @@ class Request:
     spec_token_ids: list[int] = field(default_factory=list)
     # vLLM's is_prefill_chunk: the last chunk it was scheduled left some of its prompt (or recompute) to do.
     is_prefill_chunk: bool = False
+    # Async scheduling: tokens a step has sampled for it that the scheduler has not been handed yet (vLLM's
+    # num_output_placeholders). The next step is planned as if they were there.
+    num_output_placeholders: int = 0
 
     # Where the current prefill started after a prefix-cache hit, to tell a whole
     # prefill from a chunk of one.

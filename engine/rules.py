@@ -43,8 +43,9 @@ def chunk_size(config: EngineConfig, req: Request, budget: int, computed: int, c
     A running request takes what the budget leaves, as in vLLM v1; only a waiting
     prompt must fit whole when chunked prefill is off. The chunk cap applies only
     while another request (of `contenders`, running or waiting) could use the budget:
-    alone, nobody would be starved."""
-    remaining = req.num_tokens + drafts - computed
+    alone, nobody would be starved. Under async scheduling a token sampled but not yet handed back counts as
+    there (its placeholder): the next step computes it."""
+    remaining = req.num_tokens + req.num_output_placeholders + drafts - computed
     cap = config.long_prefill_token_threshold
     if cap and config.enable_chunked_prefill and contenders > 1:
         remaining = min(remaining, cap)

@@ -82,6 +82,8 @@ class Scheduler:
     def finish(self, req: Request, reason: FinishReason) -> None:
         """Retire a request: its pages go back to the pool and its prefix hashes are dropped (a
         request whose KV is to be copied to another replica keeps them, see release)."""
+        if req.status == RequestStatus.WAITING:  # async: preempted, then stopped by a token already in flight
+            self.waiting.remove(req)
         if req.status == RequestStatus.RUNNING:
             self.running.remove(req)
             if req.hold_kv:
@@ -137,7 +139,7 @@ class Scheduler:
         i = 0
         while i < len(self.running) and out.budget_left > 0:
             req = self.running[i]
-            if prefills_only and req.is_decoding:
+            if prefills_only and req.is_decoding or self._last_token_in_flight(req):
                 i += 1
                 continue
             n = self._chunk_size(req, out.budget_left, req.num_computed_tokens, len(req.spec_token_ids))
@@ -162,6 +164,14 @@ class Scheduler:
             if out.budget_left == 0 and req.request_id not in out.scheduled:
                 out.note("blocked", req, reasons.no_budget_left(self.config.max_num_batched_tokens),
                          limit="token_budget")
+
+    @staticmethod
+    def _last_token_in_flight(req: Request) -> bool:
+        """Async scheduling: the step now running samples its last token (max_tokens), so another step would
+        be wasted on it, and vLLM skips it. Its computed tokens count the placeholder's position; one more is
+        sampled after them. A stop token nobody can foresee still costs that step."""
+        return req.num_output_placeholders > 0 and \
+            req.num_computed_tokens + 2 - req.num_output_placeholders >= req.max_total_tokens
 
     def _schedule_received(self, out: SchedulerOutput) -> None:
         """Requests whose prompt's KV was copied here join the running batch as decodes, a seat and a
@@ -311,6 +321,7 @@ class Scheduler:
         self.running.remove(victim)
         victim.num_preemptions += 1
         victim.spec_token_ids = []  # drafts are proposed afresh once it runs again
+        victim.num_output_placeholders = 0  # a token in flight still arrives, as an ordinary output token
         out.preempted.append(victim)
         self.counters["num_preemptions"] += 1
         num_pages = len(self.blocks.block_table(victim.request_id))

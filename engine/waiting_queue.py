@@ -32,6 +32,9 @@ class FcfsQueue:
     def peek(self) -> Request:
         return self._queue[0]
 
+    def remove(self, req: Request) -> None:
+        self._queue.remove(req)
+
     def pop(self) -> Request:
         return self._queue.popleft()
 
@@ -58,6 +61,11 @@ class PriorityQueue:
 
     def peek(self) -> Request:
         return self._heap[0][2]
+
+    def remove(self, req: Request) -> None:
+        """Rare (a preempted request stopped by a token still in flight): a rebuild is cheap enough."""
+        self._heap = [entry for entry in self._heap if entry[2] is not req]
+        heapq.heapify(self._heap)
 
     def pop(self) -> Request:
         return heapq.heappop(self._heap)[2]

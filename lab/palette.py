@@ -56,7 +56,8 @@ MOVE_MARKS = {
 }
 
 # Pattern of a chunk's segment in the forward-pass bar: the colour says whose, the hatch says what kind.
-CHUNK_PATTERNS = {"decode": "", "prefill": "/", "prefill_chunk": "/", "recompute_prefill": "x", "draft": "."}
+CHUNK_PATTERNS = {"decode": "", "prefill": "/", "prefill_chunk": "/", "recompute_prefill": "x", "draft": ".",
+                  "discarded": "-"}
 
 
 def request_color_index(request_id: str) -> int:

@@ -80,11 +80,21 @@ def _parse_jsonl(text: str) -> list[WorkloadItem]:
     return items
 
 
+# Text kept as written, spaces and line breaks included (a stop token may be a line break).
+VERBATIM = ("prompt", "stop_token")
+
+
+def _given(name: str, cell: str) -> bool:
+    """An empty cell leaves an optional field at its default; the prompt is never optional (its rule
+    names an empty one), and a verbatim field's blank text is still text."""
+    return bool(cell.strip()) or name == "prompt" or (name in VERBATIM and cell != "")
+
+
 def _from_cell(name: str, cell: str) -> object:
     """Turn a CSV cell into its field's type, read as a link or a flag is (engine.values). A cell
     that does not convert stays text, and the field's rule then rejects it with the same message
     a JSON file gets."""
-    if name == "prompt":
+    if name in VERBATIM:
         return cell
     try:
         return parse(cell, ITEM_TYPES[name])
@@ -110,9 +120,8 @@ def _parse_csv(text: str) -> list[WorkloadItem]:
                 raise WorkloadError(f"has {len(row)} cells but the header has {len(header)} columns "
                                     f"({', '.join(header)})", number)
             _check_count(items, number)
-            # An empty cell leaves an optional field at its default.
             values = {name: _from_cell(name, cell) for name, cell in zip(header, row, strict=True)
-                      if cell.strip() or name == "prompt"}
+                      if _given(name, cell)}
             items.append(_item(values, number))
     except csv.Error as exc:
         raise WorkloadError(f"not valid CSV: {exc}", start) from None

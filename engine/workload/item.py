@@ -62,6 +62,8 @@ _RULES: dict[str, tuple[Callable[[object], bool], str]] = {
                       f"must be empty or a number of tokens in [1, {MAX_PROMPT_TOKENS}] (a synthetic prompt of that "
                       "length)"),
     "length_scale": (lambda v: is_number(v) and 0 < v <= 1, "must be a fraction in (0, 1]"),
+    "stop_token": (lambda v: v is None or (is_text(v) and 0 < len(v) <= 32),
+                   "must be empty or a short text that is one token of the model (e.g. a line break)"),
     "arrival_ms": (lambda v: v is None or (is_number(v) and 0 <= v <= MAX_ARRIVAL_MS),
                    f"must be empty or a number of ms in [0, {MAX_ARRIVAL_MS}] (arrival on a deployment's clock)"),
 }
@@ -80,6 +82,7 @@ class WorkloadItem:
     arrival_ms: float | None = None  # arrival by time on the modeled clock (needs a deployment), not by step
     prompt_tokens: int | None = None  # a synthetic prompt of this many token ids (prompt is then its label)
     length_scale: float = 1.0  # its lengths are this fraction of the real ones; a deployment prices them whole
+    stop_token: str | None = None  # the request stops when it samples this token (vLLM's stop_token_ids)
 
     def __post_init__(self) -> None:
         for name, (ok, must) in _RULES.items():

@@ -9,7 +9,7 @@ import numpy as np
 
 from engine.config import SamplingParams
 from engine.workload.generator import GeneratorSpec, generate_workload
-from engine.workload.item import WorkloadError, WorkloadItem
+from engine.workload.item import WorkloadError, WorkloadItem, shown
 from engine.workload.load import RateSpec, TraceSpec
 from engine.workload.presets import PRESETS
 
@@ -67,12 +67,23 @@ def synthetic_prompt(label: str, num_tokens: int, vocab_size: int) -> list[int]:
     return (rng.integers(1, vocab_size, size=num_tokens)).tolist()
 
 
+def stop_token_ids(engine, item: WorkloadItem, number: int) -> list[int]:
+    """The item's stop token as the model's token id: it must be exactly one token of the model."""
+    if item.stop_token is None:
+        return []
+    ids = engine.loaded.tokenizer.encode(item.stop_token, add_special_tokens=False)
+    if len(ids) != 1:
+        raise WorkloadError(f"request {number}: stop_token {shown(item.stop_token)} is {len(ids)} tokens of this "
+                            "model, not one", field="stop_token")
+    return ids
+
+
 def submit(engine, items: list[WorkloadItem]) -> list[str]:
     """Add every item to the engine as a request; returns their ids in item order."""
     ids = []
     for number, item in enumerate(items, start=1):
         params = SamplingParams(max_tokens=item.max_tokens, temperature=item.temperature,
-                                ignore_eos=item.ignore_eos)
+                                ignore_eos=item.ignore_eos, stop_token_ids=stop_token_ids(engine, item, number))
         prompt = item.prompt if item.prompt_tokens is None else \
             synthetic_prompt(item.prompt, item.prompt_tokens, engine.loaded.vocab_size)
         try:

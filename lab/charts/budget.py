@@ -21,7 +21,10 @@ KIND_LABELS = {"decode": "decode", "prefill": "prefill", "prefill_chunk": "prefi
 USED_PAGES = "#6B6B6B"
 ROWS = ("tokens", "sequences", "KV pages")
 KEY = ("Colour: the request, as on its card. Plain: a decode (one token). Striped: a prefill or a chunk of one. "
-       "Crossed: a recompute. Dotted: draft tokens being verified (speculative decoding).")
+       "Crossed: a recompute. Dotted: draft tokens being verified (speculative decoding). Dashed: a decode run "
+       "after its request had stopped, its token thrown away (async scheduling).")
+DISCARDED = (" (its request had stopped: the stop reached the scheduler only after it planned this step, so the "
+             "token it samples is thrown away)")
 
 
 def _drafts(c: ScheduledChunk) -> str:
@@ -43,9 +46,10 @@ def _segments(record: StepRecord) -> list[dict]:
         token = f" → “{c.new_token_text}”" if c.new_token_text is not None else " (no token yet: more chunks to go)"
         own = c.num_tokens - len(c.draft_token_ids)
         segs.append(dict(row=0, start=at, length=own, color=request_color(c.request_id),
-                         pattern=CHUNK_PATTERNS[c.kind], label=c.request_id if own > 1 else "",
+                         pattern=CHUNK_PATTERNS["discarded" if c.discarded else c.kind],
+                         label=c.request_id if own > 1 else "",
                          hover=f"<b>{c.request_id}</b> {KIND_LABELS[c.kind]}: {own} tokens "
-                               f"(positions {c.start}–{c.start + own - 1}){token}"))
+                               f"(positions {c.start}–{c.start + own - 1}){DISCARDED if c.discarded else token}"))
         if c.draft_token_ids:
             segs.append(dict(row=0, start=at + own, length=len(c.draft_token_ids), color=request_color(c.request_id),
                              pattern=CHUNK_PATTERNS["draft"], label="", hover=_drafts(c)))

@@ -97,6 +97,14 @@ RULES: dict[str, RuleKind] = {
         "ids", "the requests refused as they arrived in this step (their 'rejected' events: a queue limit, the SLO "
         "admission rule, or too big ever to fit)",
         lambda rec, rule: _ids(rec, "rejected"), events=("rejected",)),
+    "finished_ids": RuleKind(
+        "ids", "the requests with a 'finished' event in this step: their stop reached the scheduler in it (under "
+        "async scheduling, one step after the step that sampled it)",
+        lambda rec, rule: _ids(rec, "finished"), events=("finished",)),
+    "discarded_ids": RuleKind(
+        "ids", "the requests this step's forward pass ran after they had stopped (async scheduling: the stop was "
+        "handed back after the step was planned), their tokens thrown away",
+        lambda rec, rule: sort_ids({c.request_id for c in rec.batch if c.discarded}), events=("finished",)),
     "accepted_drafts": RuleKind(
         "number", "how many of {request}'s draft tokens the model accepted in this step (0 if it verified none)",
         lambda rec, rule: c.num_accepted if (c := _chunk(rec, rule.request)) else 0, needs=("request",)),

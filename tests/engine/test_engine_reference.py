@@ -66,6 +66,7 @@ configs = st.builds(
     num_speculative_tokens=st.integers(1, 6),
     prompt_lookup_min=st.integers(1, 2),
     prompt_lookup_max=st.integers(2, 4),
+    async_scheduling=st.sampled_from([False, False, True]),
 )
 workloads = st.lists(
     st.tuples(st.integers(0, len(PROMPTS) - 1), st.integers(1, MAX_NEW), st.integers(0, 2), st.integers(0, 6),
@@ -95,6 +96,8 @@ workloads = st.lists(
 def test_greedy_matches_generate_under_any_knobs(tiny_llama, reference, knobs, workload):
     if knobs["kv_allocation"] == "contiguous":
         knobs["enable_prefix_caching"] = False
+    if knobs.get("async_scheduling"):  # vLLM v1's loop, without CPU drafts
+        knobs.update(step_order="decode_first", preemption_mode="recompute", speculative_method="none")
     eng = Engine(EngineConfig(model=tiny_llama, **knobs))
     eos = next(iter(eng.loaded.eos_token_ids))
     ids = [eng.add_request(PROMPTS[p], SamplingParams(max_tokens=m, ignore_eos=ig), priority=prio,
@@ -147,6 +150,24 @@ def test_speculation_really_drafts_accepts_and_rejects_under_preemption_and_pref
     assert any(c.num_accepted > 0 and len(c.new_token_ids) > 1 for r in records for c in r.batch)
     for rid, i in zip(ids, range(8), strict=True):
         assert eng.requests[rid].output_token_ids == reference(tuple(PROMPTS[i]))
+
+
+def test_async_scheduling_really_discards_preempts_and_hits_prefixes(tiny_llama, reference):
+    """A guard on the property above: under async scheduling, with stop tokens, a tight pool and shared prefixes,
+    a stop seen a step late costs a discarded token, requests are preempted, prefixes hit, and every output is
+    generate's up to its stop."""
+    eng = Engine(EngineConfig(model=tiny_llama, block_size=4, num_gpu_blocks=20, max_num_batched_tokens=64,
+                              max_num_seqs=6, enable_prefix_caching=True, async_scheduling=True))
+    full = [reference(tuple(PROMPTS[i])) for i in range(8)]
+    stops = [[out[4 + i]] if i % 2 else [] for i, out in enumerate(full)]  # a token it really samples
+    ids = [eng.add_request(PROMPTS[i], SamplingParams(max_tokens=MAX_NEW, ignore_eos=True, stop_token_ids=stops[i]))
+           for i in range(8)]
+    records = eng.run()
+    counters = eng.counters
+    assert counters["num_preemptions"] > 0 and counters["prefix_cache_hits"] > 0
+    assert counters["num_discarded_tokens"] == sum(c.discarded for r in records for c in r.batch) > 0
+    for rid, out, stop in zip(ids, full, stops, strict=True):
+        assert eng.requests[rid].output_token_ids == (out[:out.index(stop[0]) + 1] if stop else out)
 
 
 def test_model_is_loaded_once_per_process(tiny_llama):

@@ -36,6 +36,7 @@ items = st.builds(
     arrival_step=st.integers(0, MAX_STEPS),
     temperature=st.floats(0, 5, allow_nan=False),
     ignore_eos=st.booleans(),
+    stop_token=st.sampled_from([None, "\n", ".]", ", "]),
 )
 
 
@@ -49,7 +50,7 @@ def test_round_trip(fmt, workload):
 def test_dump_is_readable():
     text = dump_workload([WorkloadItem("ROMEO:", max_tokens=5, ignore_eos=True)], "csv")
     assert text == ("prompt,max_tokens,priority,arrival_step,temperature,ignore_eos,arrival_ms,prompt_tokens,"
-                    "length_scale\r\nROMEO:,5,0,0,0.0,true,,,1.0\r\n")
+                    "length_scale,stop_token\r\nROMEO:,5,0,0,0.0,true,,,1.0,\r\n")
 
 
 def test_csv_defaults_and_column_subset():
@@ -120,6 +121,25 @@ def test_items_validate_on_construction():
     with pytest.raises(WorkloadError, match="field 'max_tokens'"):
         WorkloadItem("ROMEO:", max_tokens=0)
     assert WorkloadItem("ROMEO:", temperature=1).temperature == 1.0
+    with pytest.raises(WorkloadError, match="field 'stop_token'"):
+        WorkloadItem("ROMEO:", stop_token="")
+
+
+def test_a_stop_token_stops_its_request_and_must_be_one_token(tiny_llama):
+    engine = Engine(EngineConfig(model=tiny_llama))
+    [plain] = submit(engine, [WorkloadItem("ROMEO:", max_tokens=8, ignore_eos=True)])
+    engine.run()
+    output = engine.requests[plain].output_token_ids
+    encode = engine.loaded.tokenizer.encode
+    token = next(t for t in output if encode(engine.loaded.token_text(t), add_special_tokens=False) == [t])
+    engine = Engine(EngineConfig(model=tiny_llama))
+    [rid] = submit(engine, [WorkloadItem("ROMEO:", max_tokens=8, ignore_eos=True,
+                                         stop_token=engine.loaded.token_text(token))])
+    engine.run()
+    assert engine.requests[rid].output_token_ids == output[:output.index(token) + 1]
+    assert engine.requests[rid].finish_reason.value == "stop"
+    with pytest.raises(WorkloadError, match="stop_token 'ROMEO and JULIET' is [0-9]+ tokens of this model, not one"):
+        submit(engine, [WorkloadItem("x", stop_token="ROMEO and JULIET")])
 
 
 # ---- generator ----------------------------------------------------------------------------

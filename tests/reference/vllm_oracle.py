@@ -13,6 +13,11 @@ sequences. In every step they must schedule the same tokens for each request,
 preempt the same requests and find the same prefix-cache hit at each admission.
 A mismatch prints the first differing step, both decisions and the rule most likely
 behind it, and the exit status is 1.
+
+--speculative runs every workload with n-gram drafts; --async-scheduling runs them on
+vLLM's AsyncScheduler, which plans step n+1 before step n's tokens are handed back (so
+here each step's tokens reach it after its next schedule()), with stop tokens the model
+really produces, so that stops are seen a step late.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from vllm import SamplingParams as VllmSamplingParams
 from vllm.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig, SpeculativeConfig, VllmConfig
 from vllm.utils.hashing import sha256_cbor
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler as VllmAsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler as VllmScheduler
 from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
 from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
@@ -45,7 +51,7 @@ from engine import DEFAULT_MODEL, Engine, EngineConfig, SamplingParams, load_mod
 @dataclass
 class Workload:
     config: dict  # EngineConfig knobs
-    requests: list[dict]  # prompt_ids, max_tokens, priority, arrival_step
+    requests: list[dict]  # prompt_ids, max_tokens, priority, arrival_step, stop_token_ids
 
 
 def random_workload(seed: int, speculative: bool = False) -> Workload:
@@ -95,6 +101,21 @@ def random_workload(seed: int, speculative: bool = False) -> Workload:
     return Workload(config, requests)
 
 
+def asynchronous(work: Workload, seed: int, loaded) -> Workload:
+    """The workload under async scheduling, with a stop token for about half its requests: one the model really
+    samples for it (read off a run with async scheduling off: greedy tokens do not depend on it)."""
+    rng = random.Random(seed)
+    engine = Engine(EngineConfig(**work.config), loaded)
+    ids = [engine.add_request(r["prompt_ids"], SamplingParams(max_tokens=r["max_tokens"], ignore_eos=True),
+                              priority=r["priority"], arrival_step=r["arrival_step"]) for r in work.requests]
+    engine.run()
+    for rid, r in zip(ids, work.requests, strict=True):
+        outputs = engine.requests[rid].output_token_ids
+        r["stop_token_ids"] = [rng.choice(outputs)] if rng.random() < 0.5 else []
+    work.config["async_scheduling"] = True
+    return work
+
+
 def vllm_scheduler(cfg: EngineConfig) -> VllmScheduler:
     model = ModelConfig(model=DEFAULT_MODEL, dtype="float32", skip_tokenizer_init=True,
                         max_model_len=cfg.max_model_len)
@@ -102,7 +123,7 @@ def vllm_scheduler(cfg: EngineConfig) -> VllmScheduler:
                             max_num_batched_tokens=cfg.max_num_batched_tokens, max_model_len=cfg.max_model_len,
                             enable_chunked_prefill=cfg.enable_chunked_prefill,
                             long_prefill_token_threshold=cfg.long_prefill_token_threshold,
-                            policy=cfg.scheduling_policy)
+                            policy=cfg.scheduling_policy, async_scheduling=cfg.async_scheduling)
     cache = CacheConfig(block_size=cfg.block_size, enable_prefix_caching=cfg.enable_prefix_caching)
     cache.num_gpu_blocks = cfg.num_gpu_blocks + 1  # vLLM keeps block 0 as its null block
     speculative = None if cfg.speculative_method == "none" else SpeculativeConfig(
@@ -113,7 +134,8 @@ def vllm_scheduler(cfg: EngineConfig) -> VllmScheduler:
     spec = FullAttentionSpec(block_size=cfg.block_size, num_kv_heads=1, head_size=1, dtype=torch.float32)
     kv = KVCacheConfig(num_blocks=cfg.num_gpu_blocks + 1, kv_cache_tensors=[],
                        kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)])
-    return VllmScheduler(vllm_config=vllm_config, kv_cache_config=kv,
+    cls = VllmAsyncScheduler if cfg.async_scheduling else VllmScheduler
+    return cls(vllm_config=vllm_config, kv_cache_config=kv,
                          structured_output_manager=StructuredOutputManager(vllm_config),
                          block_size=cfg.block_size, log_stats=True)
 
@@ -151,27 +173,39 @@ def arrival_time(step: int, index: int) -> float:
     return step + index * 1e-6
 
 
-def compare(seed: int, work: Workload, loaded) -> str | None:
-    """Run one workload (made from seed) on both; None if they agree in every step, else what differs."""
+def add_arrivals(theirs: VllmScheduler, work: Workload, ids: list[str], step: int, hasher) -> None:
+    """The requests that reach the server in this step, as its API server hands them to the scheduler."""
+    for i, (rid, r) in enumerate(zip(ids, work.requests, strict=True)):
+        if r["arrival_step"] == step:
+            theirs.add_request(VllmRequest(
+                rid, r["prompt_ids"], sampling_params=VllmSamplingParams(
+                    max_tokens=r["max_tokens"], ignore_eos=True, stop_token_ids=r.get("stop_token_ids", [])),
+                pooling_params=None, priority=r["priority"], arrival_time=arrival_time(r["arrival_step"], i),
+                block_hasher=hasher))
+
+
+def compare(seed: int, work: Workload, loaded, seen: Counter) -> str | None:
+    """Run one workload (made from seed) on both; None if they agree in every step, else what differs.
+    seen counts what the workloads exercised: preemptions, and (async) discarded steps and stale tokens."""
     cfg = EngineConfig(**work.config)
     engine = Engine(cfg, loaded)
-    ids = [engine.add_request(r["prompt_ids"], SamplingParams(max_tokens=r["max_tokens"], ignore_eos=True),
+    ids = [engine.add_request(r["prompt_ids"], SamplingParams(max_tokens=r["max_tokens"], ignore_eos=True,
+                                                              stop_token_ids=r.get("stop_token_ids", [])),
                               priority=r["priority"], arrival_step=r["arrival_step"]) for r in work.requests]
     theirs = vllm_scheduler(cfg)
+    in_flight = None  # async scheduling: the last step's output, handed back after the next schedule()
     hasher = get_request_block_hasher(cfg.block_size, sha256_cbor)
     for step in range(2000):
         if not engine.has_unfinished_requests():
             return None
-        for i, rid in enumerate(ids):
-            r = work.requests[i]
-            if r["arrival_step"] == step:
-                theirs.add_request(VllmRequest(
-                    rid, r["prompt_ids"], sampling_params=VllmSamplingParams(max_tokens=r["max_tokens"],
-                                                                             ignore_eos=True),
-                    pooling_params=None, priority=r["priority"], arrival_time=arrival_time(r["arrival_step"], i),
-                    block_hasher=hasher))
+        add_arrivals(theirs, work, ids, step, hasher)
         record = engine.step()
         out = theirs.schedule()
+        preempted = {e.request_id for e in record.events if e.kind == "preempted"}
+        seen["preemptions"] += len(preempted)
+        seen["steps run after a stop (async)"] += sum(c.discarded for c in record.batch)
+        if in_flight:  # a token in flight reaching a request preempted since
+            seen["tokens handed to a preempted request (async)"] += len(preempted & set(in_flight[1].req_ids))
         hits = {e.request_id: e.data["prefix_hit_tokens"] for e in record.events if e.kind == "admitted"}
         ours = dict(tokens={c.request_id: c.num_tokens for c in record.batch},
                     preempted={e.request_id for e in record.events if e.kind == "preempted"}, hits=hits,
@@ -186,15 +220,19 @@ def compare(seed: int, work: Workload, loaded) -> str | None:
             return (f"workload seed {seed}, step {step}, config {work.config}\n  engine: {ours}\n  vLLM:   {vllm}\n"
                     f"  likely rule: {likely_rule(ours, vllm, cfg)}")
         sampled = {c.request_id: c.new_token_ids for c in record.batch if c.new_token_ids}
+        sampling = set(sampled) | {c.request_id for c in record.batch if c.discarded}
         req_ids = list(out.num_scheduled_tokens)
-        # schedule() has already counted the step's tokens as computed: a request samples when it catches up.
-        samples = {rid for rid in req_ids
-                   if theirs.requests[rid].num_computed_tokens >= theirs.requests[rid].num_tokens}
-        if samples != set(sampled):
-            return f"workload seed {seed}, step {step}: the engine sampled for {set(sampled)}, vLLM for {samples}"
-        theirs.update_from_output(out, ModelRunnerOutput(
-            req_ids=req_ids, req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
-            sampled_token_ids=[sampled.get(rid, []) for rid in req_ids]))  # the verified drafts, then one
+        samples = {rid for rid in req_ids if not theirs.requests[rid].is_prefill_chunk}
+        if samples != sampling:
+            return f"workload seed {seed}, step {step}: the engine sampled for {sampling}, vLLM for {samples}"
+        output = ModelRunnerOutput(req_ids=req_ids, req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
+                                   sampled_token_ids=[sampled.get(rid, []) for rid in req_ids])  # drafts, then one
+        if cfg.async_scheduling:
+            if in_flight:
+                theirs.update_from_output(*in_flight)
+            in_flight = out, output
+            continue
+        theirs.update_from_output(out, output)
         if cfg.speculative_method != "none":  # the drafts the engine proposed, as vLLM's model runner hands them over
             theirs.update_draft_token_ids(DraftTokenIds(req_ids, [engine.requests[rid].spec_token_ids
                                                                   for rid in req_ids]))
@@ -205,24 +243,30 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", type=int, default=500)
     parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--async-scheduling", action="store_true",
+                        help="every workload on vLLM's AsyncScheduler, with stop tokens the model really samples")
     parser.add_argument("--speculative", action="store_true",
                         help="every workload with n-gram speculative decoding (vLLM's Scheduler with an ngram config)")
     args = parser.parse_args(argv)
     init_none_hash(sha256_cbor)
     loaded = load_model(DEFAULT_MODEL, "cpu")
-    start, failures, kinds = time.perf_counter(), [], Counter()
+    start, failures, kinds, seen = time.perf_counter(), [], Counter(), Counter()
     for seed in range(args.first_seed, args.first_seed + args.workloads):
         work = random_workload(seed, args.speculative)
-        why = compare(seed, work, loaded)
+        if args.async_scheduling:
+            work = asynchronous(work, seed, loaded)
+        why = compare(seed, work, loaded, seen)
         kinds[workload_kind(work), why is None] += 1
         if why:
             failures.append(why)
             print("MISMATCH", why, flush=True)
     agreed = args.workloads - len(failures)
+    theirs = "AsyncScheduler" if args.async_scheduling else "Scheduler"
     print(f"{agreed}/{args.workloads} workloads scheduled identically by the engine (vllm_v1 preset) and vLLM "
-          f"0.32's v1 Scheduler, step for step, in {time.perf_counter() - start:.0f} s")
+          f"0.32's v1 {theirs}, step for step, in {time.perf_counter() - start:.0f} s")
     for kind in sorted({k for k, _ in kinds}):
         print(f"  {kind}: {kinds[kind, True]}/{kinds[kind, True] + kinds[kind, False]} agreed")
+    print("exercised: " + ", ".join(f"{name} {n}" for name, n in sorted(seen.items())))
     parts = vllm_parts.check()  # the n-gram proposer and CUDA-graph padding, against vLLM's own code
     print("\n".join(parts) or f"the n-gram proposer and the CUDA-graph sizes and padding agree with vLLM 0.32 "
           f"({vllm_parts.CHECKED})")
