@@ -197,9 +197,9 @@ class Engine(Handoff):
         decision = self.scheduler.schedule()              # who runs, with how many tokens; who is preempted
         for req in decision.preempted:                    # a victim queues again from this step
             req.queued_step, req.queued_ms = self.step_index, self._step_start_ms
-        # Each request's pages as planned: one that the outputs handed back below stop still runs on them.
+        # The pages as planned (a request the last step's tokens stop, handed back now, still runs on its own).
         tables = {rid: list(self.blocks.block_table(rid)) for rid in decision.scheduled}
-        handed_back = self._hand_back() if self.config.async_scheduling else []  # the last step's tokens
+        handed_back = self._hand_back() if self.config.async_scheduling else []
         timer.lap("schedule_ms")
         self.runner.copy_pages(decision.swaps)            # the KV copies that swap preemption ordered
         timer.lap("swap_ms")
@@ -321,9 +321,7 @@ class Engine(Handoff):
         A request they stop has been planned into this step anyway; one preempted meanwhile gets its token all
         the same (it is real output), and is recomputed with it."""
         events: list[Event] = []
-        if self._in_flight is None:
-            return events
-        in_flight, step = self._in_flight
+        in_flight, step = self._in_flight or ([], self.step_index)  # (None: that step ran no batch)
         for req, tokens in in_flight:
             running = req.status == RequestStatus.RUNNING  # (a preempted request's placeholders were cleared)
             if running:
@@ -351,7 +349,8 @@ class Engine(Handoff):
             self.blocks.name_full_pages(req, req.num_computed_tokens - req.num_output_placeholders)
         if reason:
             self._finish(req, reason)
-            events.append(Event("finished", req.request_id, reasons.finished(req), {"reason": reason.value}))
+            events.append(Event("finished", req.request_id, reasons.finished(req, self.step_index),
+                                {"reason": reason.value}))
         return kept
 
     def _stop_reason(self, req: Request, token: int) -> FinishReason | None:

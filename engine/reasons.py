@@ -101,12 +101,15 @@ def evicted(block: int, prefix: str) -> str:
     return f"page {block} was reused, so the cached prefix {prefix} it held is forgotten"
 
 
-def finished(req: Request) -> str:
+def finished(req: Request, seen_step: int) -> str:
+    """Why it finished; under async scheduling its last token was sampled a step before the one that sees it."""
+    late = req.token_steps[-1] < seen_step
     return {
         FinishReason.EOS: "produced the end-of-sequence token",
         FinishReason.STOP: "produced one of its stop tokens",
         FinishReason.LENGTH: f"reached its length limit ({len(req.output_token_ids)} tokens generated)",
-    }[req.finish_reason] + "; its KV pages go back to the pool"
+    }[req.finish_reason] + (f" in step {req.token_steps[-1]}, handed back only now (async scheduling)" if late else
+                            "") + "; its KV pages go back to the pool"
 
 
 def idle(next_step: int | None, next_ms: float | None, blocked: bool, awaiting_output: bool = False) -> str:

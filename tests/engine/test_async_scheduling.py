@@ -59,6 +59,8 @@ def test_a_stop_is_seen_a_step_late_and_the_step_planned_meanwhile_is_discarded(
     late = {c.request_id: c for c in eager_records[sampled_at + 1].batch}["r0"]
     assert late.discarded and late.num_tokens == 1 and not late.new_token_ids
     assert eager.counters["num_discarded_tokens"] == 1 and sync.counters["num_discarded_tokens"] == 0
+    [why] = [e.reason for e in eager_records[sampled_at + 1].events if e.kind == "finished"]
+    assert f"in step {sampled_at}, handed back only now (async scheduling)" in why
     assert r0.finish_step == sampled_at + 1 and r0.finish_ms == r0.token_ms[-1]
 
 
