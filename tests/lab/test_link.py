@@ -7,7 +7,7 @@ import dataclasses
 from urllib.parse import parse_qsl, urlencode
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from engine import EngineConfig
@@ -57,6 +57,9 @@ def knob_sets(draw) -> dict:
         del knobs["kv_allocation"]
     if knobs.get("slo_admission"):  # it admits by a TTFT target priced on a deployment
         knobs |= dict(slo_ttft_ms=knobs.get("slo_ttft_ms") or 500.0, deployment=knobs.get("deployment") or SUGGESTED[0])
+    if knobs.get("async_scheduling"):  # vLLM v1's loop, without CPU drafts (a preset could bring another)
+        knobs |= dict(step_order="decode_first", preemption_mode="recompute", speculative_method="none")
+        knobs.pop("engine_preset", None)
     low, high = (knobs.get(k, getattr(DEFAULTS, k)) for k in ("prompt_lookup_min", "prompt_lookup_max"))
     if low > high:  # the n-grams run from the longest down to the shortest
         knobs["prompt_lookup_min"] = knobs["prompt_lookup_max"] = high
@@ -84,6 +87,9 @@ scenarios = st.builds(
 
 @settings(max_examples=200, deadline=None)
 @given(scenario=scenarios)
+# Async scheduling travels too (the generator once drew it beside swap preemption, which the engine refuses).
+@example(scenario=Scenario(lesson=None, knobs={"block_size": 1, "async_scheduling": True}, workload=None,
+                           requests=[], step=0))
 def test_link_round_trips(scenario):
     params = encode_scenario(scenario)
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in params.items())
@@ -209,3 +215,12 @@ def test_a_preset_with_a_knob_set_back_to_v1s_value_survives_a_link():
     params = encode_scenario(Scenario(knobs=changed_knobs(config)))
     scenario, warnings = decode_scenario(params)
     assert not warnings and scenario_config(scenario) == config
+
+
+def test_a_link_asking_for_async_scheduling_beside_swap_keeps_the_swap_and_says_why():
+    scenario, errors = decode_scenario({"k.async_scheduling": "true", "k.preemption_mode": "swap"})
+    assert scenario.knobs == {"preemption_mode": "swap"}
+    assert errors == ["link parameter k.async_scheduling='true' ignored: async_scheduling needs "
+                      "step_order='decode_first', preemption_mode='recompute' and speculative_method='none' (vLLM "
+                      "v1's loop; vLLM 0.32 refuses it with n-gram drafts proposed on the CPU); got "
+                      "preemption_mode='swap'"]
