@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from engine.records import StepRecord
-from lab.charts import blocks, budget, queues, replay, roofline, timeline
+from lab.charts import blocks, budget, padding, queues, replay, roofline, timeline
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,8 @@ FIGURES = (
     Figure("budget", "This step's forward pass", lambda f: budget.figure(f.record)),
     Figure("roofline", "This step on {deployment} (modeled, not measured)", lambda f: roofline.figure(f.records),
            applies=lambda f: f.record.modeled is not None),
+    Figure("padding", "CUDA-graph padding on {deployment} (modeled)", lambda f: padding.figure(f.record),
+           applies=lambda f: padding.applies(f.record)),
     Figure("blocks", "KV block map", lambda f: blocks.figure(f.record, f.previous)),
     Figure("timeline", "Requests over time", lambda f: timeline.requests_figure(f.records, f.num_steps, f.ms_until)),
     Figure("metrics", "Queues, pages and step size over time",

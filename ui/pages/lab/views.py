@@ -134,10 +134,12 @@ def views(run: History) -> None:
             why(run, record)
         _view("budget", frame)
         _view("roofline", frame)
+        _view("padding", frame)
     else:
         with right:
             _view("budget", frame)
         _view("roofline", frame)
+        _view("padding", frame)
         _view("blocks", frame)
         why(run, record)
     history_tabs(run, records)
@@ -149,6 +151,9 @@ CAPTIONS = {
     "budget": budget.KEY,
     "roofline": "Priced by engine/hardware.py: a roofline per part, fitted to published vLLM step times. Left of "
                 "the ridge a step is bound by reading memory, so more tokens in it cost almost nothing.",
+    "padding": "engine/cudagraph.py: vLLM 0.32's default capture sizes for these knobs. A step of 9 decodes "
+               "replays the graph captured for the next size up, and pays for it; a full batch (max_num_seqs, up "
+               "to 512) is captured exactly.",
 }
 
 
