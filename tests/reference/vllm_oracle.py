@@ -204,8 +204,8 @@ def compare(seed: int, work: Workload, loaded, seen: Counter) -> str | None:
         preempted = {e.request_id for e in record.events if e.kind == "preempted"}
         seen["preemptions"] += len(preempted)
         seen["steps run after a stop (async)"] += sum(c.discarded for c in record.batch)
-        if in_flight:  # a token in flight reaching a request preempted since
-            seen["tokens handed to a preempted request (async)"] += len(preempted & set(in_flight[1].req_ids))
+        if in_flight:  # its last step's output still to be handed back (a token in it is delivered all the same)
+            seen["preempted with a step in flight (async)"] += len(preempted & set(in_flight[1].req_ids))
         hits = {e.request_id: e.data["prefix_hit_tokens"] for e in record.events if e.kind == "admitted"}
         ours = dict(tokens={c.request_id: c.num_tokens for c in record.batch},
                     preempted={e.request_id for e in record.events if e.kind == "preempted"}, hits=hits,
