@@ -197,8 +197,9 @@ class Engine(Handoff):
         decision = self.scheduler.schedule()              # who runs, with how many tokens; who is preempted
         for req in decision.preempted:                    # a victim queues again from this step
             req.queued_step, req.queued_ms = self.step_index, self._step_start_ms
-        # The pages as planned (a request the last step's tokens stop, handed back now, still runs on its own).
-        tables = {rid: list(self.blocks.block_table(rid)) for rid in decision.scheduled}
+        # The pages as planned (a request the last step's tokens stop, handed back now, still runs on its own:
+        # freeing drops the block manager's table, never changes the list).
+        tables = {rid: self.blocks.block_table(rid) for rid in decision.scheduled}
         handed_back = self._hand_back() if self.config.async_scheduling else []
         timer.lap("schedule_ms")
         self.runner.copy_pages(decision.swaps)            # the KV copies that swap preemption ordered
