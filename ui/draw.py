@@ -4,35 +4,21 @@ linked to the glossary, the queued messages."""
 from __future__ import annotations
 
 import contextlib
-import html
 import re
 
 import streamlit as st
 
-from engine.records import Event
+from lab import markup
 from lab.lessons import LessonError
 from lab.lessons.terms import GLOSSARY_PAGE, link_terms, load_terms
-from lab.palette import request_color, text_color
 from ui.session import session
 from ui.widgets import presenter
 
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}
-# Event kinds grouped by tone, so the eye finds the trouble (preemption, blocking) first.
-EVENT_TONES = {"arrived": "calm", "admitted": "good", "chunk_scheduled": "calm", "swapped_in": "good",
-               "recompute_started": "warn", "finished": "good", "blocked": "warn", "preempted": "bad",
-               "swapped_out": "bad", "rejected": "bad", "evicted": "warn", "idle": "calm", "you": "you"}
 CSS = """
 <style>
-[data-testid="stMainBlockContainer"] {padding: 2.4rem 2rem 2rem 2rem}
+""" + markup.CSS + """[data-testid="stMainBlockContainer"] {padding: 2.4rem 2rem 2rem 2rem}
 [data-testid="stSidebarUserContent"] {padding-top: 1rem}
-.lab-chip {display:inline-block; min-width:2.4em; padding:0 .4em; border-radius:.35em; font-weight:600;
-           text-align:center; font-family:ui-monospace, monospace; font-size:.9em}
-.lab-event {margin:.2em 0; line-height:1.45}
-.lab-kind {display:inline-block; min-width:7.5em; padding:0 .45em; border-radius:.35em; font-size:.85em;
-           font-weight:600; text-align:center}
-.lab-calm {background:#EEF1F4; color:#38424C} .lab-good {background:#DDF2E8; color:#0B5A3A}
-.lab-warn {background:#FCEFD6; color:#7A4B00} .lab-bad {background:#FBE0DA; color:#8E2410}
-.lab-you {background:#E3EDF9; color:#0B4A86}
 .lab-text {font-family:ui-monospace, monospace; white-space:pre-wrap; font-size:.92em}
 .lab-text mark {background:#FFE08A; padding:0 .1em}
 .st-key-motion, .st-key-step_keys_box {display: none}
@@ -44,25 +30,6 @@ CSS = """
 @media (min-width: 641px) {.st-key-ab_knobs [data-testid="stWidgetLabel"] {display: none}}
 </style>
 """
-
-
-def chip(request_id: str | None) -> str:
-    if request_id is None:
-        return '<span class="lab-chip" style="background:#E8E8E8">—</span>'
-    color = request_color(request_id)  # an id can come from an uploaded run file: never trust it as HTML
-    style = f"background:{color};color:{text_color(color)}"
-    return f'<span class="lab-chip" style="{style}">{html.escape(request_id)}</span>'
-
-
-def kind_badge(kind: str, label: str | None = None) -> str:
-    # escaped: a loaded run file's event kind is a visitor's text (issue 32)
-    return (f"<span class='lab-kind lab-{EVENT_TONES.get(kind, 'calm')}'>"
-            f"{html.escape(label or kind.replace('_', ' '))}</span>")
-
-
-def event_line(event: Event) -> str:
-    """A scheduler decision as one line of HTML: its kind, the request's chip, and the rule in words."""
-    return f"{kind_badge(event.kind)} {chip(event.request_id)} {html.escape(event.reason)}"
 
 
 def chart(fig, key: str) -> None:

@@ -407,14 +407,15 @@ def test_the_oldest_wait_counts_from_when_a_request_last_joined_the_queue(loaded
     counted from its arrival at step 0, while r3 had waited since step 2. One step reads "1 step"."""
     from lab.charts.history import oldest_waiting
     from lab.lessons import load_lessons, start_engine
-    from ui.pages.lab.sections import _oldest_badge
+    from lab.markup import badges
 
     lesson = next(lesson for lesson in load_lessons() if lesson.id == "04_kv_cache_full")
     records = start_engine(lesson, loaded=loaded).run()
     assert "r2" in records[7].waiting and "r3" in records[7].waiting
     assert records[7].requests["r2"].queued_step == 5 and records[7].requests["r3"].queued_step == 2
     assert oldest_waiting(records[7]) == ("r3", 6, None)
-    assert oldest_waiting(records[2]) == ("r3", 1, None) and "r3: 1 step]" in _oldest_badge(records[2])
+    assert oldest_waiting(records[2]) == ("r3", 1, None)
+    assert ("orange", "oldest waiting r3: 1 step") in badges(records[2])
 
 
 def test_a_rejected_request_is_drawn_as_refused_at_the_step_it_arrived(tiny_llama):

@@ -12,7 +12,8 @@ from lab.charts import blocks, queues
 from lab.charts.fleet import replica_label, replicas_figure, timeline_figure
 from lab.fleet.run import FleetRun
 from lab.fleet.views import decision_rows, describe, journeys, on_link
-from ui.draw import chart, event_line
+from lab.markup import event_line
+from ui.draw import chart
 from ui.pages.fleet.studies import studies
 from ui.session import session
 

@@ -11,11 +11,12 @@ import streamlit as st
 from engine.metrics import Slo
 from engine.records import StepRecord
 from engine.request import request_id
+from lab import markup
 from lab.charts import window
-from lab.charts.history import latest_views, oldest_waiting
+from lab.charts.history import latest_views
 from lab.metrics import run_metrics
 from lab.run import History
-from ui.draw import chip, event_line, kind_badge, prose
+from ui.draw import prose
 from ui.session import session
 from ui.widgets import scrubber as slider
 
@@ -28,21 +29,13 @@ def scrubber(run: History) -> None:
 
 
 def header(run: History, record: StepRecord) -> None:
-    b, s = record.budget, record.stats
     ses = session()
     playing = f" · ▶ {html.escape(ses.play_meter.note(ses.widget('speed')))}" if ses.playing else ""
     st.markdown(
         f"### Step {record.step} <span style='font-size:.6em;color:#777'>of {len(run.records) - 1}{playing}</span>",
         unsafe_allow_html=True)
-    st.markdown(
-        f":blue-badge[{b.tokens_used} / {b.token_budget} tokens] :orange-badge[{b.seqs_used} / {b.seq_cap} seqs] "
-        f":violet-badge[KV {b.gpu_blocks_used} / {b.num_gpu_blocks} pages after it] "
-        f":green-badge[{s.num_requests_running} running] :gray-badge[{s.num_requests_waiting} waiting] "
-        f":red-badge[{s.num_requests_swapped} swapped] :gray-badge[{s.num_requests_finished} finished] "
-        f":red-badge[{s.num_preemptions} preemption{'' if s.num_preemptions == 1 else 's'} so far]"
-        + (f" :green-badge[:material/timer: this step {record.modeled.total_ms:,.1f} ms, clock "
-           f"{record.modeled.clock_ms:,.1f} ms modeled]" if record.modeled else "")
-        + _oldest_badge(record))
+    st.markdown(" ".join(f":{colour}-badge[{text}]" for colour, text in markup.badges(record)))
+    b = record.budget
     if b.seqs_used > b.seq_cap:  # "7 / 4" would read as a broken limit
         st.caption(f":material/info: {b.seqs_used} requests run under a cap of {b.seq_cap}: `max_num_seqs` was "
                    "lowered while they ran. Lowering it preempts no one; no request is admitted until fewer "
@@ -52,37 +45,12 @@ def header(run: History, record: StepRecord) -> None:
                    "re-runs the engine from here and drops the later steps; the slider takes you back to them.")
 
 
-def _oldest_badge(record: StepRecord) -> str:
-    """How long the queue's oldest request has waited: under load, this grows when the offered rate
-    passes what the engine can serve."""
-    oldest = oldest_waiting(record)
-    if oldest is None:
-        return ""
-    rid, steps, ms = oldest
-    waited = f"{steps} step{'' if steps == 1 else 's'}" + (f", {ms:,.0f} ms" if ms is not None else "")
-    return f" :orange-badge[oldest waiting {rid}: {waited}]"
-
-
-def _change_lines(run: History, step: int) -> list[str]:
-    """What the user did before this step: it is part of the run's history too."""
-    change = run.change_before(step)
-    if change is None:
-        return []
-    lines = [f"{kind_badge('you', 'you set')} {chip(None)} {html.escape(k)} = {html.escape(repr(v))}, from this step on"
-             for k, v in change.knobs.items()]
-    lines += [f"{kind_badge('you', 'you added')} {chip(None)} a request: “{html.escape(item.prompt[:60])}”"
-              for item in change.requests]
-    return lines
-
-
 def why(run: History, record: StepRecord) -> None:
     """This step's decisions, each with the rule that made it."""
     st.markdown("##### Why: this step's decisions")
-    lines = _change_lines(run, record.step)
-    lines += [event_line(e) for e in record.events]
-    if not lines:
-        lines.append("No decisions this step: every running request simply decoded one more token.")
-    st.markdown("".join(f"<div class='lab-event'>{line}</div>" for line in lines), unsafe_allow_html=True)
+    lines = markup.change_lines(run.change_before(record.step)) + [markup.event_line(e) for e in record.events]
+    st.markdown("".join(f"<div class='lab-event'>{line}</div>" for line in lines or [markup.NO_DECISIONS]),
+                unsafe_allow_html=True)
 
 
 def event_log(records: list[StepRecord]) -> None:
@@ -113,7 +81,7 @@ def generated_text(records: list[StepRecord]) -> None:
             shown = html.escape(text) or "<i style='color:#999'>nothing yet</i>"
         # escaped: in a loaded run file these are a visitor's text (issue 32)
         counts = html.escape(f"{view.status}, {view.num_output_tokens}/{view.max_tokens} tokens")
-        rows.append(f"<div class='lab-event'>{chip(rid)} <span style='color:#666'>{counts}</span>"
+        rows.append(f"<div class='lab-event'>{markup.chip(rid)} <span style='color:#666'>{counts}</span>"
                     f"<div class='lab-text'>{shown}</div></div>")
     st.markdown("".join(rows), unsafe_allow_html=True)
 
