@@ -8,6 +8,8 @@ way as one just computed. Four formats, a module each:
 * trace: one track per request in Perfetto or chrome://tracing.
 * table: per-request latency metrics as CSV, for a spreadsheet.
 * page: the charts, as one standalone HTML page.
+* player (and lesson_page): every step of a run, or a lesson beside its run, as one HTML page that
+  steps through it offline.
 
 ``downloads`` lists them as the lab's sidebar offers them.
 """
@@ -18,14 +20,15 @@ from collections.abc import Callable
 
 from lab.charts.registry import Frame, figures_at
 from lab.export.page import figures_html
+from lab.export.player import run_page
 from lab.export.runfile import RUN_FORMAT, RUN_FORMAT_VERSION, SavedRun, dump_run, load_run, saved_run
 from lab.export.table import CSV_COLUMNS, metrics_csv
 from lab.export.trace import STEP_US, chrome_trace, chrome_trace_json
 from lab.metrics import run_metrics  # the CSV's numbers
 
 __all__ = ["CSV_COLUMNS", "RUN_FORMAT", "RUN_FORMAT_VERSION", "STEP_US", "SavedRun", "chrome_trace",
-           "chrome_trace_json", "downloads", "dump_run", "figures_html", "load_run", "metrics_csv", "saved_run",
-           "step_figures"]
+           "chrome_trace_json", "downloads", "dump_run", "figures_html", "load_run", "metrics_csv", "run_page",
+           "saved_run", "step_figures"]
 
 
 def step_figures(run) -> dict[str, object]:
@@ -54,4 +57,9 @@ def downloads(run) -> list[tuple[str, str, Callable[[], str], str, str]]:
                               f"{len(run.items())} requests under {run.config.engine_preset}'s rules, "
                               f"at step {step} of {len(run.records)} run."), "text/html",
          "This step's charts as one page that works offline."),
+        ("Offline player (HTML)", "run_player.html",
+         lambda: run_page(run, "Scheduler Loop Lab", f"{len(run.items())} requests under {run.config.engine_preset}'s "
+                          f"rules, {len(run.records)} steps recorded."), "text/html",
+         "Every step of this run as one page that steps through it in any browser, offline, with no install: "
+         "for slides, a course site or an e-mail (python -m lab.export makes one from a saved run or a lesson)."),
     ]

@@ -9,6 +9,7 @@ import streamlit as st
 from engine.knobs import KNOB
 from engine.metrics import METRICS
 from lab.budgets import heavy_job
+from lab.export.lesson_page import lesson_page
 from lab.lessons import (
     BASE,
     Checkpoint,
@@ -32,7 +33,7 @@ from ui.pages.lesson.callbacks import (
     on_variant,
 )
 from ui.pages.lesson.script import follows, open_questions
-from ui.session import Visit, lessons, session
+from ui.session import Visit, cached_load, lessons, session
 from ui.widgets.knobs import knob_widget
 
 
@@ -250,7 +251,18 @@ def _answers(lesson: Lesson, v: Visit) -> None:
             st.markdown(f"{mark} **step {c.at_step}{where}**: {c.question}")
 
 
+@st.cache_data(max_entries=4, show_spinner="Recording the lesson's run for its offline page…")
+def _offline_page(lesson_id: str) -> str:
+    """The same file for every student, so the server records each lesson's run once."""
+    return lesson_page(lessons()[lesson_id], cached_load)
+
+
 def _footer(lesson: Lesson) -> None:
+    st.download_button("This lesson offline (HTML)", lambda: _offline_page(lesson.id),
+                       f"lesson{lesson.number:02d}.html", "text/html", key="lesson_offline", on_click="ignore",
+                       icon=":material/download:", width="stretch",
+                       help="The lesson and its own run as one page: step through it and answer its questions in "
+                       "any browser, offline, with no install. Your answers stay in that browser.")
     left, right = st.columns(2)
     with left.popover("Restart", icon=":material/restart_alt:", width="stretch", help="Restart the lesson"):
         st.markdown("Back to step 0 of the lesson's own run, with your answers cleared.")
