@@ -349,3 +349,16 @@ def test_answering_every_question_completes_the_lesson_and_offers_the_next(open_
     s = at.session_state["session"]
     assert s.lesson_id == following.id and run_of(at).workload == following.workload.items()
     assert all(b.key != "next_lesson" for b in at.button)
+
+
+def test_a_lesson_offers_its_offline_page(open_lesson, loaded):
+    """Issue 39: the lesson panel's download is the lesson's offline page, made once per server."""
+    from lab.export.lesson_page import lesson_page
+    from ui.pages.lesson.panel import _offline_page
+
+    at = open_lesson("04_kv_cache_full")
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert "This lesson offline (HTML)" in labels
+    page = _offline_page("04_kv_cache_full")
+    assert page == lesson_page(BY_ID["04_kv_cache_full"], lambda *_: loaded)
+    assert _offline_page("04_kv_cache_full") == page

@@ -364,3 +364,19 @@ def test_a_path_link_with_digits_int_refuses_is_named_not_raised(lab_env):
     app = open_app({"done": "1,²"})
     assert "² is not a lesson number" in app.warning[0].value
     assert session_of(app).visit(next(iter(session_of(app).visits))).done_before
+
+
+def test_the_export_panel_offers_the_run_as_an_offline_player(lab_env):
+    """Issue 39: the whole run so far, opening at the step on screen."""
+    import base64
+    import gzip
+
+    app = open_app()
+    app.number_input(key="run_n").set_value(6)
+    click(app, "run_steps")
+    scrubber(app).set_value(2).run()
+    assert "Offline player (HTML)" in [b.proto.label for b in app.get("download_button")]
+    page = export(app, "Offline player (HTML)")
+    packed = re.search(r'id="p-data">([^<]*)<', page).group(1)
+    data = json.loads(gzip.decompress(base64.b64decode(packed)))
+    assert [s["step"] for s in data["steps"]] == list(range(6)) and data["start"] == 2
