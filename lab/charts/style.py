@@ -6,6 +6,7 @@ import copy
 import functools
 import html
 import json
+import re
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -40,26 +41,36 @@ PROJECTOR_SCALE = 1.3  # chart text and heights on a projector, against the char
 PROJECTOR_LEAST_PX = 18  # the smallest tick or legend text the back of a lecture hall can read
 
 
-def _grow(font, least: int = 0) -> None:
-    if isinstance(font.size, int | float):
-        font.size = max(round(font.size * PROJECTOR_SCALE), least)
+def projector(doc: dict) -> dict:
+    """A figure's JSON for presenter mode, changed in place: every text grows, the sizes a chart sets
+    itself (card labels, subplot titles) as well as the default; ticks and legends reach at least
+    PROJECTOR_LEAST_PX; the chart grows taller to hold it. On the JSON, so the offline page
+    (lab/export/player.py) sizes each of its thousands of figures without Plotly's objects."""
+    layout = doc.setdefault("layout", {})
+    _grow(layout.get("font"), PROJECTOR_LEAST_PX)
+    _grow(layout.get("legend", {}).get("font"), PROJECTOR_LEAST_PX)
+    _grow(layout.get("hoverlabel", {}).get("font"))
+    for trace in doc.get("data", []):
+        _grow(trace.get("textfont"))
+    for note in layout.get("annotations", []):
+        _grow(note.get("font"))
+    for key, axis in layout.items():
+        if re.fullmatch(r"[xy]axis\d*", key):
+            _grow(axis.get("tickfont"), PROJECTOR_LEAST_PX)
+    if layout.get("height"):
+        layout["height"] = round(layout["height"] * PROJECTOR_SCALE)
+    return doc
+
+
+def _grow(font: dict | None, least: int = 0) -> None:
+    size = (font or {}).get("size")
+    if isinstance(size, int | float) and not isinstance(size, bool):
+        font["size"] = max(round(size * PROJECTOR_SCALE), least)
 
 
 def for_projector(fig: go.Figure) -> go.Figure:
-    """The figure for presenter mode: every text grows, the sizes a chart sets itself (card labels,
-    subplot titles) as well as the default; ticks and legends reach at least PROJECTOR_LEAST_PX;
-    the chart grows taller to hold it."""
-    layout = fig.layout
-    for font in (layout.font, layout.legend.font):
-        _grow(font, PROJECTOR_LEAST_PX)
-    _grow(layout.hoverlabel.font)
-    fig.for_each_trace(lambda trace: _grow(trace.textfont) if "textfont" in trace else None)
-    fig.for_each_annotation(lambda note: _grow(note.font))
-    fig.for_each_xaxis(lambda axis: _grow(axis.tickfont, PROJECTOR_LEAST_PX))
-    fig.for_each_yaxis(lambda axis: _grow(axis.tickfont, PROJECTOR_LEAST_PX))
-    if layout.height:
-        layout.height = round(layout.height * PROJECTOR_SCALE)
-    return fig
+    """The figure for presenter mode (see projector)."""
+    return fast.Figure(projector(fig.to_plotly_json()))
 
 
 def layout(fig: go.Figure, name: str, height: int, **extra) -> go.Figure:

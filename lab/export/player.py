@@ -10,7 +10,7 @@ on a course site or in an e-mail, and open from ``file://``:
 * a figure is stored whole every KEYFRAME steps and as edits from the step before in between
   (lab/export/delta.py): a step's timeline is mostly its predecessor's, and 500 steps would
   otherwise be hundreds of megabytes;
-* presenter sizes are the edits from each figure to lab.charts.style.for_projector's version of it.
+* presenter sizes are the edits from each figure to lab.charts.style.projector's version of it.
 
 Text from the run (request ids, prompts, reasons) goes into the page as escaped HTML or as Plotly
 figure text, which the lab already escapes, so a hostile run file renders as text.
@@ -33,7 +33,7 @@ from plotly.offline import get_plotlyjs
 from engine.request import request_id
 from lab import markup
 from lab.charts.registry import FIGURES, Frame, figures_at
-from lab.charts.style import for_projector
+from lab.charts.style import projector
 from lab.export.delta import diff
 from lab.run import History
 
@@ -56,11 +56,11 @@ def run_data(run: History, start: int = -1) -> dict[str, Any]:
         frame = Frame(records[:i + 1], len(records))
         shown, headings, heights = {}, {}, {}
         for key, figure in figures_at(frame, exported_only=True).items():
-            built = figure.build(frame)
-            light = json.loads(built.to_json())
+            text = figure.build(frame).to_json()
+            light = json.loads(text)
             base = previous.get(key)
             figures[key][i] = {"full": light} if base is None or i % KEYFRAME == 0 else {"edits": diff(base, light)}
-            presenter[key][i] = diff(light, json.loads(for_projector(built).to_json()))
+            presenter[key][i] = diff(light, projector(json.loads(text)))
             shown[key], headings[key] = light, figure.heading(frame)
             heights[key] = light.get("layout", {}).get("height") or 450
         previous = shown
