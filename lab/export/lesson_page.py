@@ -15,14 +15,13 @@ import html
 from markdown_it import MarkdownIt
 
 from engine import load_model
-from lab.export.player import page_html, run_data
+from lab.export.player import MAX_STEPS, page_html, run_data
 from lab.lessons.model import Lesson
 from lab.lessons.rules import BASE, format_answer, grade
 from lab.lessons.terms import link_terms, load_terms
 from lab.run import Loader, Run
 
 _MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")  # a lesson's own HTML is shown as text
-RUN_STEPS = 2_000  # lab.budgets.LINK_STEPS: a lesson's run that has not finished by then is cut there
 
 
 def markdown(text: str) -> str:
@@ -37,8 +36,8 @@ def prose(text: str) -> str:
 def lesson_run(lesson: Lesson, load: Loader = load_model) -> Run:
     """The lesson's own scenario (its base knobs and workload) run to the end."""
     run = Run(lesson.engine_config(), lesson.workload.items(), load)
-    while not run.done and len(run.records) < RUN_STEPS:
-        run.step(min(100, RUN_STEPS - len(run.records)))
+    while not run.done and len(run.records) < MAX_STEPS:  # a run not finished by then is cut there
+        run.step(min(100, MAX_STEPS - len(run.records)))
     return run
 
 

@@ -32,13 +32,14 @@ from plotly.offline import get_plotlyjs
 
 from engine.request import request_id
 from lab import markup
+from lab.budgets import LINK_STEPS
 from lab.charts.registry import FIGURES, Frame, figures_at
 from lab.charts.style import projector
 from lab.export.delta import diff
 from lab.run import History
 
 KEYFRAME = 50  # a figure is stored whole this often: going back a step replays at most this many edits
-MAX_STEPS = 2_000  # lab.budgets.LINK_STEPS: the longest run a page holds (about 5 MB at 500 steps)
+MAX_STEPS = LINK_STEPS  # the longest run a page holds, as a link may (2.3 MB at 500 steps: bench/RESULTS.md §11)
 WHY_AFTER = "blocks"  # the why panel follows the block map, as on the lab page
 
 
