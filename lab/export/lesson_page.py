@@ -67,10 +67,11 @@ def lesson_html(lesson: Lesson) -> str:
     """The lesson's column: its sections, where its score goes, what needs the live lab, the glossary."""
     sections = "".join(f"<section>{markdown('## ' + (s.title or 'Introduction'))}{prose(s.body)}</section>"
                        for s in lesson.sections)
-    live = [name for name, present in (("its challenge", lesson.challenge), ("its rate-sweep question", lesson.knee))
-            if present]
-    live_note = (f"<p class='p-box'>This lesson's {' and '.join(live)} run the engine again, so they are in the "
-                 "live lab only.</p>") if live else ""
+    variants = ", ".join(html.escape(v.label) for v in lesson.variants)
+    live = [name for name, present in (("variants (" + variants + ")", variants), ("challenge", lesson.challenge),
+                                       ("rate-sweep question", lesson.knee)) if present]
+    live_note = (f"<p class='p-box'>This page holds the lesson's own run. Its {', '.join(live)} run the engine "
+                 "again, so they are in the live lab only.</p>") if live else ""
     terms = "".join(f"<dt id='{t.anchor}'>{html.escape(t.name)}</dt><dd>{markdown(t.meaning)}</dd>"
                     for t in load_terms())
     return (f"<aside id='p-lesson' aria-label='The lesson'><h2>Lesson {lesson.number}: {html.escape(lesson.title)}"
