@@ -67,11 +67,13 @@ def test_new_browsers_are_spread_and_each_ones_clicks_run_on_its_process(browser
         assert sorted(names) == ["p0", "p0", "p1", "p1"], names  # round robin over the two
         for (_, page), mine in zip(opened, names, strict=True):
             before = {name: server_cpu_s(room.processes[int(name[1:])].pid) for name in PROCESSES}
-            _step(page, range(3))
+            _step(page, range(5))
             used = {name: server_cpu_s(room.processes[int(name[1:])].pid) - before[name] for name in PROCESSES}
             other = next(name for name in PROCESSES if name != mine)
-            # Three steps and their redraws are hundreds of ms of CPU; an idle process spends a few on health checks.
-            assert used[mine] > 0.2 and used[mine] > 4 * used[other], (mine, used)
+            # Five steps cost their process 40-60 ms of CPU each (bench/click_latency.py); the other process,
+            # idle, spends a few ms on health checks. (Three steps once passed 0.2 s; since the stage-only
+            # rerun and the unchecked figures they can come to 0.18 s, which failed a 0.2 s floor.)
+            assert used[mine] > 0.1 and used[mine] > 4 * used[other], (mine, used)
         assert all(count > 0 for count in room.requests_per_process().values())
         # each process got its share of the class's two sweep and A/B turns (tools/classroom.py)
         for proc in room.processes:
