@@ -17,7 +17,9 @@ way as one just computed. Four formats, a module each:
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 
+from lab.budgets import heavy_job
 from lab.charts.registry import Frame, figures_at
 from lab.export.page import figures_html
 from lab.export.player import run_page
@@ -27,8 +29,8 @@ from lab.export.trace import STEP_US, chrome_trace, chrome_trace_json
 from lab.metrics import run_metrics  # the CSV's numbers
 
 __all__ = ["CSV_COLUMNS", "RUN_FORMAT", "RUN_FORMAT_VERSION", "STEP_US", "SavedRun", "chrome_trace",
-           "chrome_trace_json", "downloads", "dump_run", "figures_html", "load_run", "metrics_csv", "run_page",
-           "saved_run", "step_figures"]
+           "chrome_trace_json", "downloads", "dump_run", "figures_html", "load_run", "metrics_csv", "offline_player",
+           "run_page", "saved_run", "step_figures"]
 
 
 def step_figures(run) -> dict[str, object]:
@@ -39,6 +41,17 @@ def step_figures(run) -> dict[str, object]:
         return {}
     frame = Frame(records, len(run.records))
     return {f.heading(frame): f.build(frame) for f in figures_at(frame, exported_only=True).values()}
+
+
+def offline_player(run) -> str:
+    """The run as an offline page. A long run's page takes seconds of CPU to make (about 18 s at 500
+    steps), so it waits for one of the server's heavy-job turns, as a sweep does."""
+    about = f"{len(run.items())} requests under {run.config.engine_preset}'s rules, {len(run.records)} steps recorded."
+    with heavy_job() if len(run.records) > HEAVY_STEPS else nullcontext():
+        return run_page(run, "Scheduler Loop Lab", about)
+
+
+HEAVY_STEPS = 100  # a page of more steps than this takes a heavy-job turn to make
 
 
 def downloads(run) -> list[tuple[str, str, Callable[[], str], str, str]]:
@@ -57,9 +70,7 @@ def downloads(run) -> list[tuple[str, str, Callable[[], str], str, str]]:
                               f"{len(run.items())} requests under {run.config.engine_preset}'s rules, "
                               f"at step {step} of {len(run.records)} run."), "text/html",
          "This step's charts as one page that works offline."),
-        ("Offline player (HTML)", "run_player.html",
-         lambda: run_page(run, "Scheduler Loop Lab", f"{len(run.items())} requests under {run.config.engine_preset}'s "
-                          f"rules, {len(run.records)} steps recorded."), "text/html",
+        ("Offline player (HTML)", "run_player.html", lambda: offline_player(run), "text/html",
          "Every step of this run as one page that steps through it in any browser, offline, with no install: "
          "for slides, a course site or an e-mail (python -m lab.export makes one from a saved run or a lesson)."),
     ]

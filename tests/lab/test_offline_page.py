@@ -165,3 +165,25 @@ def test_the_cli_writes_a_saved_run(tmp_path, lab_model, monkeypatch):
     assert main(["run", str(saved), str(tmp_path / "run.html")]) == 0
     data = json.loads(_unpack((tmp_path / "run.html").read_text(), "p-data"))
     assert [s["step"] for s in data["steps"]] == [0, 1, 2, 3] and data["intro"][0]["request"] == "r0"
+
+
+def test_a_long_runs_page_waits_for_a_heavy_job_turn(run, monkeypatch):
+    """Making a long run's page is seconds of CPU: on a shared server it takes a turn, as a sweep does."""
+    import contextlib
+
+    import lab.export as export
+
+    turns = []
+
+    @contextlib.contextmanager
+    def turn():
+        turns.append(len(run.records))
+        yield
+
+    monkeypatch.setattr(export, "heavy_job", turn)
+    monkeypatch.setattr(export, "HEAVY_STEPS", len(run.records) - 1)
+    page = export.offline_player(run)
+    assert turns == [len(run.records)] and f"{len(run.records)} steps recorded." in page
+    monkeypatch.setattr(export, "HEAVY_STEPS", len(run.records))
+    export.offline_player(run)
+    assert turns == [len(run.records)]  # a short run's page is made at once

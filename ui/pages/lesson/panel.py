@@ -253,8 +253,10 @@ def _answers(lesson: Lesson, v: Visit) -> None:
 
 @st.cache_data(max_entries=4, show_spinner="Recording the lesson's run for its offline page…")
 def _offline_page(lesson_id: str) -> str:
-    """The same file for every student, so the server records each lesson's run once."""
-    return lesson_page(lessons()[lesson_id], cached_load)
+    """The same file for every student, so the server records each lesson's run once (in a heavy-job
+    turn: lesson 12's run and figures take seconds of CPU)."""
+    with heavy_job():
+        return lesson_page(lessons()[lesson_id], cached_load)
 
 
 def _footer(lesson: Lesson) -> None:
