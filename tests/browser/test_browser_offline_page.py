@@ -13,15 +13,18 @@ import pytest
 from engine.workload import WorkloadItem
 from lab.charts.registry import Frame, figures_at
 from lab.charts.style import for_projector
+from lab.export import dump_run, load_run, saved_run
 from lab.export.lesson_page import lesson_data, lesson_page, lesson_run
 from lab.export.player import run_page
 from lab.lessons import load_lessons
 from lab.lessons.rules import grade
+from lab.recording import Recording
 from lab.run import Run
 from tests.browser.test_browser import ARTIFACTS, FLAKY, ROOT, VIEWPORT, browser  # noqa: F401 (a fixture)
 
 pytestmark = [pytest.mark.browser, FLAKY]
 HOSTILE = '<img src=x onerror="window.pwned=1">'
+HOSTILE_ID = '<img id="fz" src=x onerror="window.pwned=2">'
 
 
 def _lesson(lesson_id: str):
@@ -40,6 +43,9 @@ def files(tmp_path_factory, loaded):
     run.step(30)
     run.seek(-1)
     (folder / "run.html").write_text(run_page(run, "A run", "with a hostile prompt"))
+    # and a run file whose request id is markup (a visitor's file): every "r1" in it renamed
+    saved = load_run(dump_run(saved_run(run)).replace('"r1"', json.dumps(HOSTILE_ID)))
+    (folder / "hostile_id.html").write_text(run_page(Recording(saved, "hostile.jsonl"), "A file", "hostile id"))
     return folder, run
 
 
@@ -118,6 +124,15 @@ def test_a_hostile_run_is_shown_as_text(browser, files):  # noqa: F811
     assert HOSTILE[:20] in page.inner_text(".p-why")
     assert page.evaluate("document.querySelectorAll('img').length") == 0
     assert page.evaluate("window.pwned") is None
+    assert refused == [] and errors == []
+    context.close()
+    context, page, refused, errors = _open(browser, folder / "hostile_id.html")
+    for step in (-1, 0, 5, 12):
+        page.evaluate(f"window.labPlayer.seek({step})")
+        page.wait_for_function("window.labPlayer.drawn('queues') || window.labPlayer.cursor < 0")
+        assert page.locator("#fz, img").count() == 0 and page.evaluate("window.pwned") is None, step
+    page.evaluate("window.labPlayer.seek(0)")
+    assert HOSTILE_ID in page.inner_text(".p-why")  # the id, as text, in step 0's decisions
     assert refused == [] and errors == []
     context.close()
 
