@@ -52,7 +52,7 @@ def run_data(run: History, start: int = -1) -> dict[str, Any]:
     keys = [f.key for f in FIGURES if f.exported]
     figures: dict[str, list] = {key: [None] * len(records) for key in keys}
     presenter: dict[str, list] = {key: [None] * len(records) for key in keys}
-    steps, previous = [], {}
+    steps, previous, opening = [], {}, max(-1, min(start, len(records) - 1))
     for i, record in enumerate(records):
         frame = Frame(records[:i + 1], len(records))
         shown, headings, heights = {}, {}, {}
@@ -60,7 +60,8 @@ def run_data(run: History, start: int = -1) -> dict[str, Any]:
             text = figure.build(frame).to_json()
             light = json.loads(text)
             base = previous.get(key)
-            figures[key][i] = {"full": light} if base is None or i % KEYFRAME == 0 else {"edits": diff(base, light)}
+            whole = base is None or i % KEYFRAME == 0 or i == opening  # the step it opens at draws at once
+            figures[key][i] = {"full": light} if whole else {"edits": diff(base, light)}
             presenter[key][i] = diff(light, projector(json.loads(text)))
             shown[key], headings[key] = light, figure.heading(frame)
             heights[key] = light.get("layout", {}).get("height") or 450
@@ -69,7 +70,7 @@ def run_data(run: History, start: int = -1) -> dict[str, Any]:
         steps.append({"step": record.step, "headings": headings, "heights": heights, "badges": markup.badges(record),
                       "why": lines or [markup.NO_DECISIONS]})
     return {"keys": keys, "why_after": WHY_AFTER, "steps": steps, "figures": figures, "presenter": presenter,
-            "intro": _intro(run), "start": max(-1, min(start, len(records) - 1))}
+            "intro": _intro(run), "start": opening}
 
 
 def _intro(run: History) -> list[dict]:
