@@ -202,7 +202,7 @@ class ModelRunner:
         row = 0
         for req, n, table, drafts in batch:
             start = req.num_computed_tokens
-            ids.extend(req.all_token_ids[start:start + n - len(drafts)])
+            ids.extend(req.token_ids(start, start + n - len(drafts)))
             ids.extend(max(d, 0) for d in drafts)  # a placeholder slot computes token 0, and is never kept
             positions.extend(range(start, start + n))
             seqs.append((start, n, table))

@@ -111,6 +111,16 @@ class Request:
     def all_token_ids(self) -> list[int]:
         return self.prompt_token_ids + self.output_token_ids
 
+    def token_ids(self, start: int, end: int) -> list[int]:
+        """all_token_ids[start:end] without building the whole list: a decode step needs one token of a
+        sequence hundreds long, for every request, every step (bench/RESULTS.md §12)."""
+        prompt = len(self.prompt_token_ids)
+        if end <= prompt:
+            return self.prompt_token_ids[start:end]
+        if start >= prompt:
+            return self.output_token_ids[start - prompt:end - prompt]
+        return self.prompt_token_ids[start:] + self.output_token_ids[:end - prompt]
+
     @property
     def max_total_tokens(self) -> int:
         """The longest this request can grow: what a contiguous reservation must hold."""

@@ -50,7 +50,6 @@ class BlockMap:
         """One request's pages on one device; a page it shares with a request already drawn gains an owner."""
         bs = self.blocks.block_size
         texts = self._page_texts.setdefault(req.request_id, {})
-        tokens = None  # the request's token list, built only if a page must be decoded
         for i, b in enumerate(table):
             key = (device, b)
             if key in states:
@@ -59,9 +58,7 @@ class BlockMap:
             first = i * bs
             held = max(0, min(bs, req.num_computed_tokens - first))
             if texts.get(i, (None,))[0] != held:
-                if tokens is None:
-                    tokens = req.all_token_ids
-                texts[i] = (held, text_of(tokens[first:first + held]))
+                texts[i] = (held, text_of(req.token_ids(first, first + held)))
             block = self.blocks.pool.blocks[b] if device == "gpu" else None
             states[key] = BlockState(
                 block_id=b, device=device, state="used", owners=[req.request_id],

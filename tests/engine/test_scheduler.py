@@ -5,6 +5,8 @@ preemption by recompute or swap, the victim rules), and the counters counted whe
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.block_manager import BlockManager
 from engine.config import EngineConfig, SamplingParams
@@ -177,3 +179,13 @@ def test_prefix_cache_lookups_are_counted_apart_for_new_and_preempted_requests()
     counters = loop.scheduler.counters
     assert counters["prefix_cache_queries"] == 18 and counters["prefix_cache_hits"] == 8
     assert counters["preempted_prefix_cache_queries"] == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 9), max_size=12), st.lists(st.integers(0, 9), max_size=12), st.integers(0, 30),
+       st.integers(0, 30))
+def test_a_slice_of_a_requests_tokens_is_the_slice_of_its_whole_list(prompt, output, start, end):
+    """Request.token_ids(start, end), which the forward pass and the block map read without building the
+    whole token list, is all_token_ids[start:end] for every slice, inside the sequence or past its end."""
+    req = Request("r0", prompt, SamplingParams(), output_token_ids=output)
+    assert req.token_ids(start, end) == req.all_token_ids[start:end]
