@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 from bench.common import median, parse, parser, print_table, write_results
@@ -77,11 +78,8 @@ def _vllm_pass(work, llm) -> list[list[int]]:
 def child(system: str, quick: bool, out: Path) -> None:
     """One system in this process: load, warm up, time one pass; write the result to out."""
     work, loaded = _workload(quick)
-    if system == "engine":
-        run = lambda: _engine_pass(work, loaded)  # noqa: E731
-    else:
-        llm = _vllm(compiled=system == "vllm_compiled")
-        run = lambda: _vllm_pass(work, llm)  # noqa: E731
+    run = (partial(_engine_pass, work, loaded) if system == "engine"
+           else partial(_vllm_pass, work, _vllm(compiled=system == "vllm_compiled")))
     first = time.perf_counter()
     run()
     first = time.perf_counter() - first

@@ -8,9 +8,10 @@ from __future__ import annotations
 import html
 
 from engine.records import Event, StepRecord
+from engine.request import request_id
 from lab.charts.history import oldest_waiting
 from lab.palette import request_color, text_color
-from lab.run import Change
+from lab.run import Change, History
 
 # Event kinds grouped by tone, so the eye finds the trouble (preemption, blocking) first.
 EVENT_TONES = {"arrived": "calm", "admitted": "good", "chunk_scheduled": "calm", "swapped_in": "good",
@@ -76,3 +77,13 @@ def badges(record: StepRecord) -> list[tuple[str, str]]:
         waited = f"{steps} step{'' if steps == 1 else 's'}" + (f", {ms:,.0f} ms" if ms is not None else "")
         out.append(("orange", f"oldest waiting {rid}: {waited}"))
     return out
+
+
+def workload_rows(run: History) -> list[dict]:
+    """Before step 0: the requests about to arrive, a row each (the numbers a first question asks about
+    first, so a narrow column beside a lesson still shows them). Prompts are a visitor's text: a page
+    shows them as text."""
+    tokens = run.prompt_tokens()
+    return [dict(request=request_id(i), prompt_tokens=tokens.get(request_id(i)), max_tokens=item.max_tokens,
+                 arrives_at_step=item.arrival_step, priority=item.priority, prompt=item.prompt[:80])
+            for i, item in enumerate(run.items())]

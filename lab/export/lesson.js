@@ -146,7 +146,7 @@
     const now = $("p-now");
     now.replaceChildren();
     for (const q of lesson.questions) if (q.at_step === i && answers[q.id]) now.appendChild(reveal(q));
-    const next = P.data.steps[i + 1]?.step ?? i + 1;
+    const next = i + 1; // the step Step would run (a record's step is its index)
     if (i !== skippedAt) { skipped.clear(); skippedAt = null; }
     const question = lesson.questions.find((q) => q.at_step === next && open(q));
     if (question) now.appendChild(ask(question, P));

@@ -17,7 +17,7 @@ from markdown_it import MarkdownIt
 from engine import load_model
 from lab.export.player import MAX_STEPS, page_html, run_data
 from lab.lessons.model import Lesson
-from lab.lessons.rules import BASE, format_answer, grade
+from lab.lessons.rules import BASE, format_answer, grade, reasons_markdown
 from lab.lessons.terms import link_terms, load_terms
 from lab.run import Loader, Run
 
@@ -50,17 +50,12 @@ def lesson_data(lesson: Lesson, run: Run) -> dict:
             continue  # a question about a step the run never reached (none of the shipped lessons has one)
         record = run.records[c.at_step]
         right = c.answer_from(record)
-        explanation = grade(c, record, right).explanation.split("\n", 1)[1]  # its first line is the verdict
+        explain = markdown(reasons_markdown(grade(c, record, right)))  # the lab's own reasons, after its verdict
         questions.append({"id": c.id, "at_step": c.at_step, "question": prose(c.question), "kind": c.kind,
                           "options": list(c.options), "tolerance": c.tolerance, "right": right,
-                          "right_text": format_answer(right), "explain": markdown(_lines(explanation))})
+                          "right_text": format_answer(right), "explain": explain})
     watch = [[prose(t) for t in lesson.watch_at(max(i, 0), BASE)] for i in range(-1, len(run.records))]
     return {"id": lesson.id, "questions": questions, "watch": watch}
-
-
-def _lines(text: str) -> str:
-    """Plain lines as Markdown paragraphs, keeping '- ' lines together as one list (as the lab shows them)."""
-    return "\n".join(line if line.startswith("- ") else f"\n{line}\n" for line in text.split("\n"))
 
 
 def lesson_html(lesson: Lesson) -> str:

@@ -109,7 +109,7 @@
     const lede = document.createElement("p");
     lede.textContent = "Press Step to run the first turn of the scheduler loop. These requests will arrive:";
     const table = document.createElement("table");
-    const columns = ["request", "prompt_tokens", "max_tokens", "arrives_at_step", "prompt"];
+    const columns = Object.keys(data.intro[0] || {}); // lab.markup.workload_rows' columns, in its order
     const head = table.insertRow();
     for (const c of columns) {
       const th = document.createElement("th");

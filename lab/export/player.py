@@ -30,7 +30,6 @@ from typing import Any
 
 from plotly.offline import get_plotlyjs
 
-from engine.request import request_id
 from lab import markup
 from lab.budgets import LINK_STEPS
 from lab.charts.registry import FIGURES, Frame, figures_at
@@ -70,14 +69,7 @@ def run_data(run: History, start: int = -1) -> dict[str, Any]:
         steps.append({"step": record.step, "headings": headings, "heights": heights, "badges": markup.badges(record),
                       "why": lines or [markup.NO_DECISIONS]})
     return {"keys": keys, "why_after": WHY_AFTER, "steps": steps, "figures": figures, "presenter": presenter,
-            "intro": _intro(run), "start": opening}
-
-
-def _intro(run: History) -> list[dict]:
-    """Before step 0: the requests about to arrive (shown as text in the page)."""
-    tokens = run.prompt_tokens()
-    return [{"request": request_id(i), "prompt_tokens": tokens.get(request_id(i)), "max_tokens": item.max_tokens,
-             "arrives_at_step": item.arrival_step, "prompt": item.prompt[:80]} for i, item in enumerate(run.items())]
+            "intro": markup.workload_rows(run), "start": opening}
 
 
 def page_html(data: dict[str, Any], title: str, about: str = "", lesson_html: str = "") -> str:

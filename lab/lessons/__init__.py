@@ -48,10 +48,11 @@ from lab.lessons.rules import (
     describe_batch,
     format_answer,
     grade,
+    reasons_markdown,
     sort_ids,
 )
 
 __all__ = ["BASE", "LESSONS_DIR", "RULES", "Answer", "AnswerError", "ChallengeResult", "ChallengeSpec", "Checkpoint",
            "Grade", "Lesson", "LessonError", "LessonProgress", "Rule", "Section", "Target", "TargetResult", "Variant",
            "Watch", "describe_batch", "format_answer", "grade", "load_glossary", "load_lesson", "load_lessons",
-           "play_challenge", "read_sections", "score_challenge", "sort_ids", "start_engine"]
+           "play_challenge", "read_sections", "reasons_markdown", "score_challenge", "sort_ids", "start_engine"]

@@ -262,6 +262,13 @@ def grade(checkpoint: Checkpoint, record: StepRecord, user_answer: Any) -> Grade
     return Grade(correct, right, "\n".join(lines))
 
 
+def reasons_markdown(result: Grade) -> str:
+    """A grade's explanation after its first line (the verdict, which a page says its own way), as
+    Markdown paragraphs with the '- ' lines of the engine's reasons kept together as one list."""
+    lines = result.explanation.split("\n")[1:]
+    return "\n".join(line if line.startswith("- ") else f"\n{line}\n" for line in lines)
+
+
 def describe_batch(record: StepRecord) -> str:
     b = record.budget
     if not record.batch:

@@ -10,7 +10,6 @@ import streamlit as st
 
 from engine.metrics import Slo
 from engine.records import StepRecord
-from engine.request import request_id
 from lab import markup
 from lab.charts import window
 from lab.charts.history import latest_views
@@ -109,13 +108,7 @@ def intro(run: History) -> None:
         return
     st.markdown("### Ready at step 0")
     st.markdown("Press **Step** to run the first turn of the scheduler loop. These requests will arrive:")
-    items = run.items()
-    tokens = run.prompt_tokens()
-    # The numbers a first question asks about come first, so a narrow column beside a lesson still shows them.
-    st.dataframe(pd.DataFrame([dict(request=request_id(i), prompt_tokens=tokens.get(request_id(i)),
-                                    max_tokens=it.max_tokens, arrives_at_step=it.arrival_step, priority=it.priority,
-                                    prompt=it.prompt[:80])
-                               for i, it in enumerate(items)]),
+    st.dataframe(pd.DataFrame(markup.workload_rows(run)),
                  # Sized to their headers: "small" cut "prompt tokens" to "prompt toke" beside a lesson.
                  hide_index=True, key="intro_workload", column_config={
                      "request": st.column_config.TextColumn(width="small"),

@@ -16,6 +16,7 @@ from lab.lessons import (
     Grade,
     Lesson,
     format_answer,
+    reasons_markdown,
 )
 from lab.lessons.knee import ID as KNEE
 from lab.run import History, default_config
@@ -84,11 +85,6 @@ def _variants(lesson: Lesson, variant: str | None) -> None:
                       help=f"{labels[name]}: restarts the run at step 0 with the same workload.")
 
 
-def _lines(text: str) -> str:
-    """Plain lines as Markdown paragraphs, keeping '- ' lines together as one list."""
-    return "\n".join(line if line.startswith("- ") else f"\n{line}\n" for line in text.split("\n"))
-
-
 def _ask(lesson: Lesson, checkpoint: Checkpoint, v: Visit) -> None:
     """The question, the input its kind calls for, and the two ways on: lock in, or skip."""
     with st.container(border=True, key="lesson_question"):
@@ -119,7 +115,7 @@ def _reveal(checkpoint: Checkpoint, answer: object, result: Grade) -> None:
         box(f"**Step {checkpoint.at_step}: {verdict}.** You said **{format_answer(answer)}**; the engine's answer: "
             f"**{format_answer(result.right_answer)}**.", icon=icon)
         st.caption(checkpoint.question)
-        st.markdown(_lines(result.explanation.split("\n", 1)[1]))  # its first line is the verdict, said above
+        st.markdown(reasons_markdown(result))
 
 
 def _now(lesson: Lesson, variant: str | None, departures: list[str], run: History, v: Visit) -> None:
