@@ -9,6 +9,7 @@ import re
 import streamlit as st
 
 from lab import markup
+from lab.charts import fast
 from lab.lessons import LessonError
 from lab.lessons.terms import GLOSSARY_PAGE, link_terms, load_terms
 from ui.session import session
@@ -33,7 +34,7 @@ CSS = """
 
 
 def chart(fig, key: str) -> None:
-    st.plotly_chart(presenter.sized(fig), key=key, theme=None, config=PLOTLY_CONFIG)
+    st.plotly_chart(fast.handed(presenter.sized(fig)), key=key, theme=None, config=PLOTLY_CONFIG)
 
 
 def prose(text: str, page: str = GLOSSARY_PAGE) -> None:

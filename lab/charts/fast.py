@@ -33,3 +33,23 @@ Bar = _unchecked(go.Bar)
 Box = _unchecked(go.Box)
 Heatmap = _unchecked(go.Heatmap)
 Scatter = _unchecked(go.Scatter)
+
+
+class _Handed(go.Figure):
+    """A figure whose to_dict() returns its own data, not a deep copy (see handed)."""
+
+    def to_dict(self) -> dict:
+        doc = {"data": self._data, "layout": self._layout}
+        if self._frame_objs:
+            doc["frames"] = [frame._props for frame in self._frame_objs]
+        return doc
+
+
+def handed(fig: go.Figure) -> go.Figure:
+    """The figure as st.plotly_chart should read it. Streamlit takes fig.to_dict(), which deep-copies
+    every trace, and only serialises the copy: for a lesson's timeline that copy was most of the time
+    the figure took to send. This one shares the figure's data (and its attributes: nothing is copied),
+    so it is only to be read."""
+    shared = object.__new__(_Handed)
+    shared.__dict__ = fig.__dict__
+    return shared

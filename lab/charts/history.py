@@ -41,15 +41,15 @@ TIMELINE_STATES = {"prefill": "prefilling", "prefill_chunk": "prefilling", "reco
                    "decode": "decoding"}
 
 
-def state_in(record: StepRecord, request_id: str) -> str | None:
-    """The request's phase in this step (StepRecord.phase_of) in the timeline's vocabulary; the step
+def states_in(record: StepRecord) -> dict[str, str]:
+    """Each request's phase in this step (StepRecord.phases) in the timeline's vocabulary; the step
     it finishes in reads "finished" (or "rejected", where it was refused), so the timeline shows where
     each request ended."""
-    if request_id in record.finished:
-        view = record.requests.get(request_id)
-        return "rejected" if view is not None and view.finish_reason == "rejected" else "finished"
-    phase = record.phase_of(request_id)
-    return TIMELINE_STATES.get(phase, phase)
+    states = {rid: TIMELINE_STATES.get(phase, phase) for rid, phase in record.phases().items()}
+    for rid in record.finished:
+        view = record.requests.get(rid)
+        states[rid] = "rejected" if view is not None and view.finish_reason == "rejected" else "finished"
+    return states
 
 
 def oldest_waiting(record: StepRecord) -> tuple[str, int, float | None] | None:

@@ -13,13 +13,14 @@ import plotly.graph_objects as go
 
 from engine.records import StepRecord
 from lab.charts import fast
-from lab.charts.history import latest_views, moves, state_in
+from lab.charts.history import latest_views, moves, states_in
 from lab.charts.style import Subplots, discrete_colorscale, legend_key
 from lab.charts.window import MAX_POINTS, MAX_ROWS, RECENT_STEPS, peaks, recent
 from lab.metrics import run_metrics
 from lab.palette import STATE_COLORS, STATE_GLYPHS, request_color
 
 STATES = list(STATE_COLORS)
+STATE_INDEX = {state: i for i, state in enumerate(STATES)}  # a state's z value (its colour in the scale)
 GLYPH_STEPS = 80  # past this many columns a glyph no longer fits its cell: the greys alone
 
 
@@ -51,9 +52,10 @@ def requests_figure(records: list[StepRecord], num_steps: int, ms_until: float |
     work (the queues chart counts the ones that only waited)."""
     windowed = len(records) > RECENT_STEPS
     records = recent(records)
+    states = [states_in(record) for record in records]
     ids = list(latest_views(records))
     if len(ids) > MAX_ROWS:  # an overloaded queue: the rows that did work, the latest of them
-        busy = {rid for r in records for rid in r.requests if state_in(r, rid) != "waiting"}
+        busy = {rid for step in states for rid, state in step.items() if state != "waiting"}
         ids = [rid for rid in ids if rid in busy][-MAX_ROWS:]
     steps, x_range, x_title = _x(records, ms_until)
     if windowed:
@@ -68,11 +70,11 @@ def requests_figure(records: list[StepRecord], num_steps: int, ms_until: float |
         chunks = {c.request_id: c for c in record.batch}
         moved = moves(record)
         for row, rid in enumerate(ids):
-            state = state_in(record, rid)
+            state = states[col].get(rid)
             if state is None:
                 continue
-            z[row][col] = STATES.index(state)
-            glyphs[row][col] = STATE_GLYPHS[state] if show_glyphs else ""
+            z[row][col] = STATE_INDEX[state]
+            glyphs[row][col] = STATE_GLYPHS[state]
             chunk = chunks.get(rid)
             hover[row][col] = f"{rid} {state}" + (f", {chunk.num_tokens} tokens" if chunk and chunk.num_tokens > 1
                                                    else "")
@@ -80,10 +82,12 @@ def requests_figure(records: list[StepRecord], num_steps: int, ms_until: float |
                 pre_x.append(steps[col])
                 pre_y.append(row)
                 pre_text.append(f"{rid} preempted at step {record.step}")
+    # Past GLYPH_STEPS columns the glyphs are left out of the figure, not sent as empty strings.
+    glyph_props = dict(text=glyphs, texttemplate="%{text}", textfont=dict(size=11)) if show_glyphs else {}
     fig = Subplots()
     fig.add([fast.Heatmap(
-        z=z, x=steps, y=list(range(len(ids))), customdata=hover, text=glyphs, texttemplate="%{text}",
-        textfont=dict(size=11), hoverongaps=False, hovertemplate="%{customdata} · at %{x}<extra></extra>",
+        z=z, x=steps, y=list(range(len(ids))), customdata=hover, **glyph_props, hoverongaps=False,
+        hovertemplate="%{customdata} · at %{x}<extra></extra>",
         colorscale=discrete_colorscale(list(STATE_COLORS.values())), zmin=-0.5, zmax=len(STATES) - 0.5,
         showscale=False, xgap=1, ygap=2, name="states")])
     fig.add([legend_key(f"{STATE_GLYPHS[state]} {state}".strip(), color) for state, color in STATE_COLORS.items()])

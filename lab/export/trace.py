@@ -16,15 +16,15 @@ _MERGED = ("waiting", "stalled", "decode", "preempted", "swapped")
 _PID = 1
 
 
-# StepRecord.phase_of -> the trace's slice name; a finished request has no slice.
+# StepRecord.phases -> the trace's slice name; a finished request has no slice.
 _SLICE_NAMES = {"prefill": "prefill", "prefill_chunk": "prefill chunk", "decode": "decode",
                 "recompute_prefill": "recompute", "waiting": "waiting", "stalled": "stalled", "preempted": "preempted",
                 "swapped": "swapped"}
 
 
-def _slice(rid: str, rec: StepRecord, chunks: dict[str, ScheduledChunk]) -> tuple[str, dict] | None:
+def _slice(rid: str, phase: str | None, chunks: dict[str, ScheduledChunk]) -> tuple[str, dict] | None:
     """The slice the request's phase in this step belongs to, with the args shown when it is clicked."""
-    name = _SLICE_NAMES.get(rec.phase_of(rid))
+    name = _SLICE_NAMES.get(phase)
     if name is None:
         return None
     chunk = chunks.get(rid)
@@ -58,9 +58,9 @@ def chrome_trace(records: list[StepRecord], config: EngineConfig | None = None, 
         events += [{"name": e.kind, "cat": "decision", "ph": "i", "s": "t", "ts": start, "pid": _PID,
                     "tid": tids[e.request_id], "args": {"reason": e.reason, **e.data}}
                    for e in rec.events if e.kind in ("preempted", "rejected")]
-        chunks = {c.request_id: c for c in rec.batch}
+        chunks, phases = {c.request_id: c for c in rec.batch}, rec.phases()
         for rid in rec.requests:
-            new = _extend(open_slices, rid, _slice(rid, rec, chunks), rec.step, start, end, tids[rid])
+            new = _extend(open_slices, rid, _slice(rid, phases.get(rid), chunks), rec.step, start, end, tids[rid])
             events += [new] if new else []
 
     meta = [{"name": "process_name", "ph": "M", "pid": _PID, "args": {"name": "Scheduler Loop Lab run"}},

@@ -14,7 +14,7 @@ import pytest
 from engine import Engine, EngineConfig, StepRecord
 from engine.workload import WorkloadItem, submit
 from lab.charts import blocks, budget, queues, replay, timeline
-from lab.charts.history import state_in
+from lab.charts.history import states_in
 from lab.metrics import run_metrics
 from lab.palette import (
     CHUNK_PATTERNS,
@@ -290,6 +290,32 @@ def test_latencies_from_records_match_engine_metrics(swap_run):
     assert list(fig.data[0].y) == [from_records[r]["ttft_steps"] for r in fig.data[0].x]
 
 
+def _phase(record: StepRecord, rid: str) -> str | None:
+    """A request's phase read the slow way, one list after another, in the order that decides it."""
+    chunk = next((c for c in record.batch if c.request_id == rid), None)
+    if chunk is not None:
+        return chunk.kind
+    if rid in record.finished:
+        return "finished"
+    if rid in record.swapped:
+        return "swapped"
+    if rid in record.waiting:
+        return "preempted" if record.requests[rid].num_preemptions else "waiting"
+    return "stalled" if rid in record.running else None
+
+
+def test_phases_read_each_request_as_its_lists_say(swap_run, prefix_run):
+    """StepRecord.phases (one pass over the record) against each request read one at a time, on runs
+    with preemption by swap and by recompute, and with waiting requests."""
+    seen = set()
+    for record in swap_run[1] + prefix_run[1]:
+        shown = {*record.requests, *record.waiting, *record.running, *record.swapped, *record.finished}
+        expected = {rid: _phase(record, rid) for rid in shown if _phase(record, rid) is not None}
+        assert record.phases() == expected
+        seen |= set(expected.values())
+    assert {"prefill", "decode", "waiting", "preempted", "swapped"} <= seen
+
+
 def test_timeline_states_and_preemption_marks(swap_run):
     records = swap_run[1]
     fig = timeline.requests_figure(records, len(records))
@@ -297,7 +323,7 @@ def test_timeline_states_and_preemption_marks(swap_run):
     ids = [t.split("</span> ")[1] for t in fig.layout.yaxis.ticktext]
     for col, record in enumerate(records):
         for row, rid in enumerate(ids):
-            state = state_in(record, rid)
+            state = states_in(record).get(rid)
             assert heat.z[row][col] == (None if state is None else timeline.STATES.index(state))
             if rid in record.running:
                 assert state in ("prefilling", "decoding", "stalled")
@@ -427,7 +453,7 @@ def test_a_rejected_request_is_drawn_as_refused_at_the_step_it_arrived(tiny_llam
     engine.add_request("fine", SamplingParams(max_tokens=4))
     rid = engine.add_request("x " * 200, SamplingParams(max_tokens=10), arrival_step=2)
     records = engine.run()
-    assert [state_in(r, rid) for r in records[:3]] == [None, None, "rejected"]
+    assert [states_in(r).get(rid) for r in records[:3]] == [None, None, "rejected"]
     assert all(e.kind != "rejected" for r in records[:2] for e in r.events)
     fig = timeline.requests_figure(records, len(records))
     cells = dict(zip(fig.data[0].y, fig.data[0].z, strict=True))

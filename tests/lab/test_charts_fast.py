@@ -3,7 +3,8 @@ would have built: every figure a step shows (lab/charts/registry.py), over runs 
 mark (preemption by swap and by recompute, shared and cached pages, contiguous waste, every
 lesson), and the Fleet page's two (a disaggregated fleet, KV copies on the link), equals its
 checked twin as JSON, and so does its presenter-mode version. A shorthand property
-(`font_size=`) or a misspelt one fails here."""
+(`font_size=`) or a misspelt one fails here. Each is also handed to Streamlit as the lab hands it
+(fast.handed, no deep copy) and must serialise to what the figure's own copy would."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from tests.lab.test_fleet_lab import fleet_run
 def _json(build) -> dict:
     fig = build()
     assert fig._validate is fast.CHECKED  # built through lab/charts/fast.py, not a go.Figure of its own
+    sent = pio.to_json(fast.handed(fig).to_dict(), validate=False)  # what st.plotly_chart serialises (ui/draw.py)
+    assert sent == pio.to_json(fig.to_dict(), validate=False), "the figure handed to Streamlit is not the figure"
     return json.loads(pio.to_json(fig, validate=False))
 
 

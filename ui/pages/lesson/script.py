@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from engine.workload import WorkloadItem
 from lab.lessons import (
     BASE,
     Checkpoint,
@@ -16,6 +17,13 @@ from ui.session import Visit, cached_load, lessons, session
 
 def number(lesson: Lesson) -> int:
     return list(lessons()).index(lesson.id) + 1
+
+
+@st.cache_resource(show_spinner=False)
+def script_workload(lesson_id: str) -> list[WorkloadItem]:
+    """The lesson's requests, built once per server: a lesson on a trace draws hundreds, and every Step
+    click asks whether the run still follows them. Read only: a run gets its own list (start_run)."""
+    return lessons()[lesson_id].workload.items()
 
 
 def start_run(lesson: Lesson, variant: str = BASE, **knobs) -> Run:
@@ -52,7 +60,7 @@ def follows(lesson: Lesson, run: History) -> tuple[str | None, list[str]]:
     lesson (changed knobs, another workload, changes made mid-run). Questions are only asked, and
     hints only shown, on the lesson's script: elsewhere they would describe another run."""
     departures = []
-    if run.workload != lesson.workload.items():
+    if run.workload != script_workload(lesson.id):
         departures.append("the workload is not the lesson's")
     mid_run = sorted(step for step in run.changes if step <= run.next_step)
     if mid_run:
