@@ -1,6 +1,7 @@
 """bench/click_latency.py runs end to end (two clicks, from a link's step) and its split of each click
-adds up; bench/classroom.py runs end to end (two sessions at once, on one process and on two behind
-HAProxy) and counts every click."""
+adds up; bench/classroom.py runs end to end (a browser and a headless session at once, on one process
+and on two behind HAProxy) and counts every click; bench/click_cost.py's probe times every click's
+script run, and its parts add up to the server's CPU."""
 
 from __future__ import annotations
 
@@ -36,9 +37,30 @@ def test_classroom_quick_counts_every_click(tmp_path):
         pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
     from bench import classroom
 
-    classroom.main(["--quick", "--sessions", "2", "--clicks", "2", "--out", str(tmp_path)])
+    classroom.main(["--quick", "--sessions", "2", "--browsers", "1", "--clicks", "2", "--out", str(tmp_path)])
     data = json.loads((tmp_path / "classroom.json").read_text())
     for setup in ("one_process", "two_processes_behind_haproxy"):
         result = data[setup]
         assert result["clicks"] == 4 and 0 < result["p50_ms"] <= result["p90_ms"] <= result["max_ms"]
         assert result["server_cpu_ms_per_click"] > 0 and result["browser_cpu_ms_per_click"] > 0
+        assert 0 < result["browsers"]["p50_ms"] <= result["browsers"]["max_ms"] <= result["max_ms"]
+    alone = data["alone"]  # one session of each kind, two clicks each, measured before the class
+    assert alone["browser"]["clicks"] == alone["headless"]["clicks"] == 2
+    assert alone["headless"]["browser_cpu_ms_per_click"] == 0 < alone["browser"]["browser_cpu_ms_per_click"]
+    assert data["headless_vs_browser_server_cpu"] == pytest.approx(
+        alone["headless"]["server_cpu_ms_per_click"] / alone["browser"]["server_cpu_ms_per_click"])
+
+
+def test_click_cost_quick_times_every_click(tmp_path):
+    from bench import click_cost
+
+    click_cost.main(["--quick", "--out", str(tmp_path)])
+    data = json.loads((tmp_path / "click_cost.json").read_text())
+    assert set(data["pages"]) == {"lab", "lesson 12 from step 20"}
+    for page in data["pages"].values():
+        assert page["script_runs"] == page["clicks"] == len(page["server_cpu_ms"]) == 3
+        split = page["split_ms"]
+        assert list(split) == list(click_cost.PARTS)
+        assert sum(split.values()) == pytest.approx(page["server_cpu_ms_mean"])
+        # Every Step ran the engine, drew figures and sent them; the process did work beyond its script.
+        assert all(split[part] > 0 for part in ("engine step", "figures built", "figures to JSON", "page script"))
