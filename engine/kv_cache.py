@@ -12,6 +12,11 @@ this step's keys and values into their slots and reads each request's whole
 context back through its block table. The per-step context travels as a keyword
 argument of the forward call, never as a global, so engines in several threads
 can share one model.
+
+The torch path below copies each sequence's pages out of the pool (gather) and
+runs SDPA over them. Where the operator asks for it (LAB_ATTENTION=kernel), a
+compiled kernel reads the same slots in place instead (engine/kernels/); the torch
+path is the reference it is tested against.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from types import ModuleType
 
 import torch
 import torch.nn.functional as F
@@ -128,10 +134,21 @@ class AttentionGroup:
 
 
 @dataclass
+class KernelRows:
+    """What the compiled kernel (engine/kernels/) reads per query row instead of groups and masks."""
+
+    module: ModuleType
+    tables: torch.Tensor  # [S, P] each sequence's block table (padding: page 0, never read)
+    seq_of_row: torch.Tensor  # [T] the sequence each packed token belongs to
+    lengths: torch.Tensor  # [T] how many positions each token attends to: its own and every one before it
+
+
+@dataclass
 class PagedContext:
     cache: KVCache
     slot_mapping: torch.Tensor  # [T] where each packed token's key and value are written
-    groups: list[AttentionGroup]
+    groups: list[AttentionGroup]  # the torch path's; empty when the kernel attends
+    kernel: KernelRows | None = None
 
 
 def attention_groups(seqs: list[tuple[int, int, list[int]]]) -> list[list[int]]:
@@ -156,35 +173,42 @@ def attention_groups(seqs: list[tuple[int, int, list[int]]]) -> list[list[int]]:
     return groups
 
 
-def build_context(cache: KVCache, seqs: list[tuple[int, int, list[int]]], device: torch.device) -> PagedContext:
-    """seqs: (first position, number of new tokens, block table) per sequence, in batch order."""
+def build_context(cache: KVCache, seqs: list[tuple[int, int, list[int]]], device: torch.device,
+                  kernel: ModuleType | None = None) -> PagedContext:
+    """seqs: (first position, number of new tokens, block table) per sequence, in batch order. With a
+    kernel, the rows it reads; without, the groups the torch path pads and masks."""
     bs = cache.block_size
-    offsets, total = [], 0
-    for _, n, _ in seqs:
-        offsets.append(total)
-        total += n
-    slot_mapping = torch.empty(total, dtype=torch.long)
+    counts = torch.tensor([n for _, n, _ in seqs])
+    seq_of_row = torch.repeat_interleave(torch.arange(len(seqs)), counts)
+    first_row = torch.cumsum(counts, 0) - counts
+    positions = torch.tensor([start for start, _, _ in seqs])[seq_of_row] + torch.arange(len(seq_of_row)) \
+        - first_row[seq_of_row]
+    width = max(len(table) for _, _, table in seqs)
+    tables = torch.tensor([table + [0] * (width - len(table)) for _, _, table in seqs])
+    # A token at position p lives in slot block_table[p // block_size] * block_size + p % block_size.
+    slot_mapping = (tables[seq_of_row, positions // bs] * bs + positions % bs).to(device)
+    if kernel is not None:
+        rows = KernelRows(kernel, tables.to(device), seq_of_row.to(device), (positions + 1).to(device))
+        return PagedContext(cache, slot_mapping, [], rows)
     groups = []
     for members in attention_groups(seqs):
         start = torch.tensor([seqs[i][0] for i in members])
         count = torch.tensor([seqs[i][1] for i in members])
-        offset = torch.tensor([offsets[i] for i in members])
+        offset = first_row[members]
         num_pages = math.ceil(int((start + count).max()) / bs)  # enough for the longest context
-        pages = torch.tensor([(seqs[i][2] + [0] * num_pages)[:num_pages] for i in members])
+        pages = tables[members, :num_pages]
         key_pos = torch.arange(num_pages * bs)
         q = torch.arange(int(count.max()))
         valid = q[None, :] < count[:, None]
         query_pos = torch.where(valid, start[:, None] + q, 0)
         token_index = torch.where(valid, offset[:, None] + q, 0)
-        query_slots = pages.gather(1, query_pos // bs) * bs + query_pos % bs
-        slot_mapping[token_index[valid]] = query_slots[valid]
         # Causal: a query sees its own position and earlier ones. That also hides the padded
         # tail of shorter contexts, and padding queries (position 0) see one harmless slot.
         mask = key_pos[None, None, :] <= query_pos[:, :, None]
         groups.append(AttentionGroup(token_index.to(device), token_index[valid].to(device),
                                      valid.flatten().nonzero().squeeze(1).to(device), query_pos.to(device),
                                      pages.to(device), mask[:, None].to(device)))
-    return PagedContext(cache, slot_mapping.to(device), groups)
+    return PagedContext(cache, slot_mapping, groups)
 
 
 def paged_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -203,6 +227,12 @@ def paged_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Ten
     k_pool[ctx.slot_mapping] = k
     v_pool[ctx.slot_mapping] = v
     window = kwargs.get("sliding_window")
+    if ctx.kernel is not None:  # the compiled kernel reads the pages in place (engine/kernels/)
+        rows = ctx.kernel
+        scale = scaling if scaling is not None else q.shape[-1] ** -0.5
+        out = rows.module.paged_attention(q.contiguous(), k_pool, v_pool, rows.tables, rows.seq_of_row, rows.lengths,
+                                          scale, ctx.cache.block_size, window or 0)
+        return out.unsqueeze(0), None
     heads, kv_heads, head_dim = q.shape[1], k.shape[1], q.shape[2]
     share = heads // kv_heads  # query heads per KV head (grouped-query attention)
     out = torch.empty_like(q)

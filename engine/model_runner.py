@@ -15,6 +15,7 @@ from safetensors import SafetensorError
 from transformers import AttentionInterface, AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from engine.config import EngineConfig
+from engine.kernels import paged_kernel
 from engine.kv_cache import ATTN_IMPLEMENTATION, KVCache, build_context, check_pool_fits, paged_attention, pool_bytes
 from engine.request import Request
 from engine.speculation import verify
@@ -184,6 +185,8 @@ class ModelRunner:
         self.cache = KVCache(
             loaded.num_layers, loaded.num_kv_heads, loaded.head_dim, config.block_size, config.num_gpu_blocks,
             config.num_cpu_blocks, loaded.model.dtype, loaded.device)
+        # The compiled kernel where the operator asked for it and it can serve (engine/kernels/), else None.
+        self.kernel = paged_kernel(loaded.device.type, str(loaded.model.dtype).removeprefix("torch."))
 
     def copy_pages(self, swaps: list[tuple[str, list[tuple[int, int]]]]) -> None:
         """Swap preemption's page copies, in the order the scheduler decided them: ("out", [(gpu, cpu)])
@@ -210,7 +213,7 @@ class ModelRunner:
             if start + n - len(drafts) == req.num_tokens:  # logits at its last token and after each draft
                 verifying.append((req, drafts, len(kept)))
                 kept.extend(range(row - 1 - len(drafts), row))
-        ctx = build_context(self.cache, seqs, device)
+        ctx = build_context(self.cache, seqs, device, self.kernel)
         out = self.loaded.model(
             input_ids=torch.tensor([ids], device=device), position_ids=torch.tensor([positions], device=device),
             logits_to_keep=torch.tensor(kept, dtype=torch.long, device=device), use_cache=False,
