@@ -20,6 +20,7 @@ Json = Any  # what json.loads returns
 Edit = list
 
 MAX_SHIFT = 3  # a list's window moves on by at most this many items a step (a timeline's rows, its columns)
+EDIT = 2  # what an edit costs beside the values it carries (its kind and path, a count): in values sent
 
 
 def diff(old: Json, new: Json) -> list[Edit]:
@@ -63,16 +64,16 @@ def _diff(a: Json, b: Json, path: list) -> tuple[list[Edit], int]:
     if a == b:
         return [], 0
     if type(a) is not type(b) or not isinstance(a, dict | list):
-        return [["set", path, b]], 1 + _size(b)
+        return [["set", path, b]], EDIT + _size(b)
     if isinstance(a, dict):
         edits, cost = [], 0
         for key, value in b.items():
             found = (_diff(a[key], value, [*path, key]) if key in a
-                     else ([["set", [*path, key], value]], 1 + _size(value)))
+                     else ([["set", [*path, key], value]], EDIT + _size(value)))
             edits += found[0]
             cost += found[1]
         gone = [["del", [*path, key]] for key in a if key not in b]
-        return edits + gone, cost + len(gone)
+        return edits + gone, cost + EDIT * len(gone)
     return _diff_list(a, b, path)
 
 
@@ -83,7 +84,7 @@ def _diff_list(a: list, b: list, path: list) -> tuple[list[Edit], int]:
     best = _aligned(a, b, shift, path)
     if best[1] <= len(b):  # sending b whole costs more than its length
         return best
-    whole = 1 + _size(b)
+    whole = EDIT + _size(b)
     return best if best[1] < whole else ([["set", path, b]], whole)
 
 
@@ -103,20 +104,18 @@ def _matches(a: list, b: list) -> int:
 
 
 def _aligned(a: list, b: list, shift: int, path: list) -> tuple[list[Edit], int]:
-    """The edits if b's item i is a's item shift + i."""
-    edits: list[Edit] = [["splice", path, shift, []]] if shift else []
-    cost = len(edits)
+    """The edits if b's item i is a's item shift + i: one splice for the window moving on and the items
+    it gains, then the items that changed, then a cut if b is shorter."""
     a = a[shift:]
     n = min(len(a), len(b))
+    edits: list[Edit] = [["splice", path, shift, b[n:]]] if shift or len(b) > n else []
+    cost = EDIT * len(edits) + (_size(b[n:]) if len(b) > n else 0)
     if a[:n] != b[:n]:
         for i in range(n):
             found = _diff(a[i], b[i], [*path, i])
             edits += found[0]
             cost += found[1]
-    if len(b) > n:
-        edits.append(["splice", path, 0, b[n:]])
-        cost += 1 + _size(b[n:])
-    elif len(a) > n:
+    if len(a) > n:
         edits.append(["trunc", path, n])
-        cost += 1
+        cost += EDIT
     return edits, cost
