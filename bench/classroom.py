@@ -4,7 +4,8 @@ HAProxy (tools/classroom.py).
 Every session opens the lab's default page; once all are open they all click Step N times, with a
 person's pause between clicks. A class's browsers run on the students' own laptops, so most of the
 class here are headless sessions that speak Streamlit's websocket protocol (bench/stream_client.py):
-they cost the server what a browser costs it, and this machine next to nothing. A few sessions
+their clicks cost the server 0.7 to 1.0 times a browser's (measured alone first, below), and this
+machine next to nothing. A few sessions
 (--browsers, default 1) are real Chromium tabs on the same machine: their clicks are what a student
 sees, drawing included, while the rest of the class loads the server.
 

@@ -18,6 +18,7 @@ A click counts as settled when the run it started has finished and a heading sho
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 import urllib.request
@@ -30,7 +31,7 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState
 from websockets.asyncio.client import ClientConnection, connect
 
 EARLY = ForwardMsg.ScriptFinishedStatus.FINISHED_EARLY_FOR_RERUN  # a run st.rerun() cut short; another follows
-TIMEOUT_S = 300.0
+TIMEOUT_S = 300.0  # the longest a run may go quiet: a link replaying hundreds of steps
 
 
 def _cookie(url: str) -> str:
@@ -54,7 +55,6 @@ class HeadlessSession:
     buttons: dict[str, Button] = field(default_factory=dict)  # by the key the app gave the button
     texts: list[str] = field(default_factory=list)  # headings and Markdown of the latest run
     cached: dict[str, ForwardMsg] = field(default_factory=dict)  # cacheable messages, by hash
-    received_bytes: int = 0
 
     @classmethod
     async def open(cls, url: str, query: str = "") -> HeadlessSession:
@@ -90,8 +90,8 @@ class HeadlessSession:
         await self.socket.send(BackMsg(rerun_script=state).SerializeToString())
         self.texts = []
         while True:
-            data = await self.socket.recv()
-            self.received_bytes += len(data)
+            async with asyncio.timeout(TIMEOUT_S):  # a server that stops answering is named, not waited on forever
+                data = await self.socket.recv()
             msg = ForwardMsg()
             msg.ParseFromString(data)
             if msg.WhichOneof("type") == "ref_hash":  # a message this client already holds

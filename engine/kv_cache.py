@@ -146,6 +146,7 @@ class KernelRows:
 @dataclass
 class PagedContext:
     cache: KVCache
+    positions: torch.Tensor  # [T] each packed token's position in its sequence (the model's position ids)
     slot_mapping: torch.Tensor  # [T] where each packed token's key and value are written
     groups: list[AttentionGroup]  # the torch path's; empty when the kernel attends
     kernel: KernelRows | None = None
@@ -189,7 +190,7 @@ def build_context(cache: KVCache, seqs: list[tuple[int, int, list[int]]], device
     slot_mapping = (tables[seq_of_row, positions // bs] * bs + positions % bs).to(device)
     if kernel is not None:
         rows = KernelRows(kernel, tables.to(device), seq_of_row.to(device), (positions + 1).to(device))
-        return PagedContext(cache, slot_mapping, [], rows)
+        return PagedContext(cache, positions.to(device), slot_mapping, [], rows)
     groups = []
     for members in attention_groups(seqs):
         start = torch.tensor([seqs[i][0] for i in members])
@@ -208,7 +209,7 @@ def build_context(cache: KVCache, seqs: list[tuple[int, int, list[int]]], device
         groups.append(AttentionGroup(token_index.to(device), token_index[valid].to(device),
                                      valid.flatten().nonzero().squeeze(1).to(device), query_pos.to(device),
                                      pages.to(device), mask[:, None].to(device)))
-    return PagedContext(cache, slot_mapping, groups)
+    return PagedContext(cache, positions.to(device), slot_mapping, groups)
 
 
 def paged_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,

@@ -201,13 +201,12 @@ class ModelRunner:
         one, or with drafts, those the model agrees with and one more (engine/speculation.py). A partial
         prefill chunk samples nothing."""
         device = self.loaded.device
-        ids, positions, seqs, kept, verifying = [], [], [], [], []
+        ids, seqs, kept, verifying = [], [], [], []
         row = 0
         for req, n, table, drafts in batch:
             start = req.num_computed_tokens
             ids.extend(req.token_ids(start, start + n - len(drafts)))
             ids.extend(max(d, 0) for d in drafts)  # a placeholder slot computes token 0, and is never kept
-            positions.extend(range(start, start + n))
             seqs.append((start, n, table))
             row += n
             if start + n - len(drafts) == req.num_tokens:  # logits at its last token and after each draft
@@ -215,7 +214,7 @@ class ModelRunner:
                 kept.extend(range(row - 1 - len(drafts), row))
         ctx = build_context(self.cache, seqs, device, self.kernel)
         out = self.loaded.model(
-            input_ids=torch.tensor([ids], device=device), position_ids=torch.tensor([positions], device=device),
+            input_ids=torch.tensor([ids], device=device), position_ids=ctx.positions[None],
             logits_to_keep=torch.tensor(kept, dtype=torch.long, device=device), use_cache=False,
             paged_context=ctx)
         logits = out.logits[0]

@@ -23,7 +23,7 @@ SOURCE = Path(__file__).with_name("paged_attention.cpp")
 ENV = "LAB_ATTENTION"  # "kernel" to attend with the kernel; anything else (or unset): torch
 
 _lock = threading.Lock()
-_built: dict[str, tuple[ModuleType | None, str]] = {}
+_built: tuple[ModuleType | None, str] | None = None  # (the module or None, how its build went), once tried
 
 
 def _cpu_flags() -> str:
@@ -62,8 +62,9 @@ def _status(device: str, dtype: str) -> tuple[ModuleType | None, str]:
         return None, f"torch ({ENV} is not 'kernel')"
     if device != "cpu" or dtype != "float32":
         return None, f"torch (the kernel runs float32 on the CPU; this engine runs {dtype} on {device})"
+    global _built
     with _lock:  # engines in several threads build it once
-        if "cpu" not in _built:
-            _built["cpu"] = _build()
-    module, how = _built["cpu"]
+        if _built is None:
+            _built = _build()
+    module, how = _built
     return (module, "kernel (engine/kernels/paged_attention.cpp)") if module else (None, f"torch (the kernel {how})")

@@ -61,6 +61,8 @@ def test_click_cost_quick_times_every_click(tmp_path):
         assert page["script_runs"] == page["clicks"] == len(page["server_cpu_ms"]) == 3
         split = page["split_ms"]
         assert list(split) == list(click_cost.PARTS)
-        assert sum(split.values()) == pytest.approx(page["server_cpu_ms_mean"])
-        # Every Step ran the engine, drew figures and sent them; the process did work beyond its script.
+        # The probe's script runs fit in the process's CPU over the clicks (read in 10 ms ticks, so a click's
+        # reading may be a tick short): a probe that timed anything else, such as the link's replay, would not.
+        assert split["outside the script"] > -10
+        # Every Step ran the engine, built figures, turned them into messages and ran the rest of the page.
         assert all(split[part] > 0 for part in ("engine step", "figures built", "figures to JSON", "page script"))

@@ -74,6 +74,7 @@ def _outputs(model: str) -> tuple[list[list[int]], Engine]:
 
 @needs_compiler
 def test_the_engine_with_its_kernel_generates_what_it_does_through_torch(tiny_llama, monkeypatch):
+    monkeypatch.delenv(kernels.ENV, raising=False)
     through_torch, engine = _outputs(tiny_llama)
     assert engine.runner.kernel is None
     monkeypatch.setenv(kernels.ENV, "kernel")
@@ -87,7 +88,7 @@ def test_without_a_compiler_the_engine_attends_through_torch(tiny_llama, kernel_
         raise RuntimeError("Error building extension: c++: command not found")
 
     monkeypatch.setattr("torch.utils.cpp_extension.load", no_compiler)
-    monkeypatch.setattr(kernels, "_built", {})
+    monkeypatch.setattr(kernels, "_built", None)
     assert kernels.paged_kernel() is None
     assert kernels.kernel_status() == "torch (the kernel could not be built (Error building extension: c++: " \
                                       "command not found))"
